@@ -1,0 +1,3 @@
+"""Flowledger: serverless backend for auditable agent chat."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""HTTP surface: one powertools Router per capability, the error map and the auth helpers."""

@@ -1,0 +1,134 @@
+"""The ``flowledger`` console script.
+
+Commands that touch the store run against a local dev server when given ``--data-dir`` (or
+``FLOWLEDGER_DATA_DIR``), and against AWS through the standard AWS environment otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from flowledger.errors import FlowledgerError
+
+DEFAULT_DATA_DIR = ".flowledger"
+
+
+def _store_services(data_dir: str | None):  # type: ignore[no-untyped-def]
+    """Services bound to a local server's embedded store, or to AWS when no data dir is given."""
+    from flowledger.config import load_settings
+    from flowledger.services import build_services
+
+    if data_dir is None:
+        return build_services(load_settings())
+    from flowledger.local.datadir import DataDir
+    from flowledger.local.devserver import EMBEDDED_CREDENTIALS
+
+    endpoints = DataDir(Path(data_dir)).endpoints()
+    settings = load_settings(
+        aws_endpoint_url=endpoints.aws_endpoint_url,
+        aws_region=endpoints.region,
+        resource_prefix=endpoints.resource_prefix,
+        bucket_suffix=endpoints.bucket_suffix,
+    )
+    return build_services(settings, EMBEDDED_CREDENTIALS)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from flowledger.local.devserver import serve
+
+    serve(Path(args.data_dir), args.host, args.port)
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from flowledger.api.tokens import mint_token
+    from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir
+
+    directory = DataDir(Path(args.data_dir))
+    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    print(
+        mint_token(
+            private_key_pem=directory.private_key_pem(),
+            kid=directory.key_id(),
+            issuer=LOCAL_ISSUER,
+            audience=LOCAL_AUDIENCE,
+            sub=args.sub,
+            scopes=scopes,
+            patient_id=args.patient_id,
+            ttl_seconds=args.ttl,
+        )
+    )
+    return 0
+
+
+def cmd_jobs_list(args: argparse.Namespace) -> int:
+    from flowledger.jobs import JOBS
+
+    width = max(len(job.name) for job in JOBS)
+    for job in JOBS:
+        print(f"{job.name:<{width}}  {job.schedule:<18}  {job.description}")
+    return 0
+
+
+def cmd_jobs_run(args: argparse.Namespace) -> int:
+    from flowledger.jobs import job_named, run_job
+
+    job_named(args.name)  # an unknown name fails before any connection is made
+    print(json.dumps(run_job(args.name, _store_services(args.data_dir)), indent=2, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flowledger", description=__doc__.splitlines()[0] if __doc__ else None)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run every route, the embedded AWS store and the scheduler locally")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        help="signing key, admin credentials and local.json (default .flowledger)",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    token = commands.add_parser("token", help="mint a bearer token from the local issuer")
+    token.add_argument("--sub", required=True, help="the caller's subject (user id)")
+    token.add_argument("--scopes", default="", help="comma-separated: reasoning.write,reasoning.read,chat,documents")
+    token.add_argument("--patient-id", help="opaque patient id the token speaks for")
+    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    token.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the dev server's data directory")
+    token.set_defaults(func=cmd_token)
+
+    jobs = commands.add_parser("jobs", help="list the scheduled jobs or run one now")
+    job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
+    job_commands.add_parser("list", help="the registered jobs and their schedules").set_defaults(func=cmd_jobs_list)
+    run = job_commands.add_parser("run", help="run one job now against the local or AWS store")
+    run.add_argument("name", help="the job's name (see `flowledger jobs list`)")
+    run.add_argument(
+        "--data-dir",
+        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
+        help="a running dev server's data directory; omit to use the AWS environment",
+    )
+    run.set_defaults(func=cmd_jobs_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except FlowledgerError as exc:
+        print(f"flowledger: error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Settings: every flag of the seeds and every deployment knob, read once and passed in.
+
+The domain never reads ``os.environ``; a function's ``bootstrap()`` or the CLI calls
+:func:`load_settings` once and hands the result down.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from flowledger.errors import ConfigurationError
+
+
+class CriticDispatchStrategy(StrEnum):
+    MARK_FOR_REVIEW = "mark_for_review"
+    RE_RESEARCH = "re_research"
+
+
+class PathwayEmbeddingModel(StrEnum):
+    HASH_BUCKET_V1 = "hash_bucket_v1"
+    OPENAI_TEXT_3_SMALL = "openai_text_3_small"
+
+
+class Settings(BaseSettings):
+    """Everything the application reads from its environment."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    # Deployment
+    resource_prefix: str = Field(
+        "flowledger", validation_alias="FLOWLEDGER_RESOURCE_PREFIX", pattern=r"^[a-z][a-z0-9-]{1,30}$"
+    )
+    bucket_suffix: str = Field(
+        "local", validation_alias="FLOWLEDGER_BUCKET_SUFFIX", pattern=r"^[a-z0-9][a-z0-9-]{0,40}$"
+    )
+    aws_region: str = Field("us-east-1", validation_alias="AWS_REGION")
+    aws_endpoint_url: str | None = Field(None, validation_alias="AWS_ENDPOINT_URL")
+    max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
+
+    # Client authentication (JWT bearer verified against the issuer's JWKS)
+    jwks_url: str | None = Field(None, validation_alias="FLOWLEDGER_JWKS_URL")
+    jwt_issuer: str | None = Field(None, validation_alias="FLOWLEDGER_JWT_ISSUER")
+    jwt_audience: str = Field("flowledger", validation_alias="FLOWLEDGER_JWT_AUDIENCE")
+
+    # Seed flags (names exactly as the seeds spell them)
+    reasoning_flow_capture_enabled: bool = Field(False, validation_alias="REASONING_FLOW_CAPTURE_ENABLED")
+    research_auto_enqueue_enabled: bool = Field(False, validation_alias="RESEARCH_AUTO_ENQUEUE_ENABLED")
+    critic_auto_enqueue_enabled: bool = Field(False, validation_alias="CRITIC_AUTO_ENQUEUE_ENABLED")
+    backlog_consumer_enabled: bool = Field(False, validation_alias="BACKLOG_CONSUMER_ENABLED")
+    critic_dispatch_strategy: CriticDispatchStrategy = Field(
+        CriticDispatchStrategy.MARK_FOR_REVIEW, validation_alias="CRITIC_DISPATCH_STRATEGY"
+    )
+    pathway_embedding_model: PathwayEmbeddingModel = Field(
+        PathwayEmbeddingModel.HASH_BUCKET_V1, validation_alias="PATHWAY_EMBEDDING_MODEL"
+    )
+    enable_mixed_source_conversation_continuity: bool = Field(
+        False, validation_alias="ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
+    )
+
+    # Models
+    openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(None, validation_alias="OPENAI_BASE_URL")
+    chat_model: str = Field("gpt-4o-mini", validation_alias="FLOWLEDGER_CHAT_MODEL")
+    model_timeout_seconds: float = Field(30.0, validation_alias="FLOWLEDGER_MODEL_TIMEOUT_SECONDS", gt=0)
+
+    @model_validator(mode="after")
+    def _openai_embeddings_need_a_key(self) -> Settings:
+        if (
+            self.pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL
+            and self.openai_api_key is None
+            and self.openai_base_url is None
+        ):
+            raise ValueError("PATHWAY_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
+        return self
+
+    @property
+    def uses_offline_model(self) -> bool:
+        """True when no OpenAI-compatible server is configured: the offline model answers."""
+        return self.openai_api_key is None and self.openai_base_url is None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings once; a bad value fails with a message naming its variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        info = Settings.model_fields.get(field)
+        variable = str(info.validation_alias) if info and info.validation_alias else field.upper()
+        got = error.get("input")
+        shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) and variable else ""
+        prefix = f"{variable}: " if variable else ""
+        problems.append(f"{prefix}{error['msg']}{shown}")
+    return "invalid configuration: " + "; ".join(problems)

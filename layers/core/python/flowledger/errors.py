@@ -1,0 +1,55 @@
+"""Domain exceptions. Each carries a stable error code; ``api/errors.py`` maps type to status."""
+
+from __future__ import annotations
+
+
+class FlowledgerError(Exception):
+    """Base of every error the domain raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigurationError(FlowledgerError):
+    """The environment holds a value the application cannot start with."""
+
+    code = "configuration_error"
+
+
+class InvalidInput(FlowledgerError):
+    """The request is well-formed JSON but breaks a domain rule."""
+
+    code = "invalid_input"
+
+
+class Unauthenticated(FlowledgerError):
+    """No valid credentials came with the request."""
+
+    code = "unauthorized"
+
+
+class Forbidden(FlowledgerError):
+    """The caller is known but may not do this."""
+
+    code = "forbidden"
+
+
+class NotFound(FlowledgerError):
+    code = "not_found"
+
+
+class Conflict(FlowledgerError):
+    """The request conflicts with the current state of the resource."""
+
+    code = "conflict"
+
+
+class PayloadTooLarge(FlowledgerError):
+    code = "payload_too_large"
+
+
+class UnknownJob(FlowledgerError):
+    code = "unknown_job"

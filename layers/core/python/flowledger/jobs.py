@@ -1,0 +1,61 @@
+"""Scheduled jobs: one registry read by EventBridge Scheduler (CDK), the local scheduler and the CLI."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from flowledger.errors import UnknownJob
+from flowledger.services import Services
+
+logger = Logger(child=True)
+
+JobResult = dict[str, Any]
+
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    schedule: str  # an EventBridge Scheduler rate expression, e.g. "rate(5 minutes)"
+    description: str
+    run: Callable[[Services], JobResult]
+
+    @property
+    def interval_seconds(self) -> int:
+        """The schedule's period, for the local scheduler."""
+        match = _RATE.match(self.schedule)
+        if not match:
+            raise ValueError(f"job {self.name}: schedule must be a rate expression, got {self.schedule!r}")
+        return int(match.group(1)) * _UNIT_SECONDS[match.group(2).rstrip("s")]
+
+
+def heartbeat(services: Services) -> JobResult:
+    """A no-op that proves the scheduler reaches the jobs function."""
+    return {"at": services.clock().isoformat()}
+
+
+JOBS: tuple[Job, ...] = (
+    Job("heartbeat", "rate(5 minutes)", "No-op that proves the scheduler reaches the jobs function.", heartbeat),
+)
+
+
+def job_named(name: str) -> Job:
+    for job in JOBS:
+        if job.name == name:
+            return job
+    raise UnknownJob(f"no job named {name!r}; known: {', '.join(job.name for job in JOBS)}")
+
+
+def run_job(name: str, services: Services) -> JobResult:
+    """Run one job now and return its result with the job's name."""
+    job = job_named(name)
+    result = job.run(services)
+    logger.info("job finished", extra={"job": name})
+    return {"job": name, **result}

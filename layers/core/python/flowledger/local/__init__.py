@@ -1,0 +1,1 @@
+"""Local runtime: the embedded AWS endpoint, the dev server, its gateway and scheduler."""

@@ -1,0 +1,129 @@
+"""The dev server's data directory: signing key, admin credentials and the local endpoints.
+
+``signing-key.pem``        RSA key of the local token issuer (``flowledger token`` signs with it)
+``admin-credentials.json`` access key id, secret and region for SigV4-signed admin calls
+``local.json``             base URL, embedded AWS endpoint, region, physical table and bucket names
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+from flowledger.errors import ConfigurationError
+
+LOCAL_ACCOUNT = "000000000000"
+LOCAL_AUDIENCE = "flowledger"
+LOCAL_ISSUER = "flowledger-local"
+
+
+@dataclass(frozen=True)
+class AdminCredentials:
+    access_key_id: str
+    secret_access_key: str
+    region: str
+    principal_arn: str
+
+
+@dataclass(frozen=True)
+class LocalEndpoints:
+    base_url: str
+    aws_endpoint_url: str
+    region: str
+    resource_prefix: str
+    bucket_suffix: str
+    tables: dict[str, str]
+    buckets: dict[str, str]
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+class DataDir:
+    """Reads and (on first use) creates the files of one local data directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def _key_file(self) -> Path:
+        return self.path / "signing-key.pem"
+
+    @property
+    def _credentials_file(self) -> Path:
+        return self.path / "admin-credentials.json"
+
+    @property
+    def _local_file(self) -> Path:
+        return self.path / "local.json"
+
+    def ensure(self, region: str) -> None:
+        """Create the directory, signing key and admin credentials if they are missing."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not self._key_file.exists():
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            _write_private(
+                self._key_file,
+                key.private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                ),
+            )
+        if not self._credentials_file.exists():
+            credentials = AdminCredentials(
+                access_key_id="AKIAFL" + secrets.token_hex(7).upper(),
+                secret_access_key=secrets.token_urlsafe(30),
+                region=region,
+                principal_arn=f"arn:aws:iam::{LOCAL_ACCOUNT}:user/flowledger-local-admin",
+            )
+            _write_private(self._credentials_file, json.dumps(asdict(credentials), indent=2).encode())
+
+    def private_key_pem(self) -> bytes:
+        if not self._key_file.exists():
+            raise ConfigurationError(f"no signing key in {self.path}; start `flowledger serve` first")
+        return self._key_file.read_bytes()
+
+    def key_id(self) -> str:
+        """A stable key id: the SHA-256 of the public key, base64url, shortened."""
+        digest = hashlib.sha256(self._public_der()).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")[:16]
+
+    def _public_der(self) -> bytes:
+        key = serialization.load_pem_private_key(self.private_key_pem(), password=None)
+        return key.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    def jwks(self) -> dict[str, Any]:
+        """The public JWKS of the local issuer."""
+        key = serialization.load_pem_private_key(self.private_key_pem(), password=None)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise ConfigurationError(f"{self._key_file} is not an RSA key")
+        jwk = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
+        jwk.update(kid=self.key_id(), use="sig", alg="RS256")
+        return {"keys": [jwk]}
+
+    def admin_credentials(self) -> AdminCredentials:
+        if not self._credentials_file.exists():
+            raise ConfigurationError(f"no admin credentials in {self.path}; start `flowledger serve` first")
+        return AdminCredentials(**json.loads(self._credentials_file.read_text()))
+
+    def write_endpoints(self, endpoints: LocalEndpoints) -> None:
+        self._local_file.write_text(json.dumps(asdict(endpoints), indent=2) + "\n")
+
+    def endpoints(self) -> LocalEndpoints:
+        if not self._local_file.exists():
+            raise ConfigurationError(f"no local.json in {self.path}; is `flowledger serve` running?")
+        return LocalEndpoints(**json.loads(self._local_file.read_text()))

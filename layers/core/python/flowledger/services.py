@@ -1,0 +1,33 @@
+"""The collaborators a function needs, built once per process from the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+
+from flowledger.config import Settings, load_settings
+from flowledger.store.aws import AwsClients
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    aws: AwsClients
+    clock: Callable[[], datetime] = field(default=utc_now)
+
+
+def build_services(settings: Settings, static_credentials: tuple[str, str] | None = None) -> Services:
+    """Wire the services for one process; nothing touches the network until first use."""
+    return Services(settings=settings, aws=AwsClients(settings, static_credentials))
+
+
+@cache
+def bootstrap() -> Services:
+    """The services of a Lambda function: built on the first invocation, reused while warm."""
+    return build_services(load_settings())

@@ -1,0 +1,56 @@
+"""boto3 clients for the configured account or the embedded local endpoint.
+
+Clients are made on first use and reused: a warm Lambda pays for each one once, and a function
+that never touches S3 never builds an S3 client.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from flowledger.config import Settings
+from flowledger.store.tables import physical_bucket_name, physical_table_name
+
+# Standard retry mode backs off on throttling; a few attempts, since callers hold a request open.
+_BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=3, read_timeout=10)
+
+
+class AwsClients:
+    """The AWS clients and physical resource names one process uses."""
+
+    def __init__(self, settings: Settings, static_credentials: tuple[str, str] | None = None) -> None:
+        """``static_credentials`` (key id, secret) are for the embedded endpoint; in AWS the
+        function's role supplies credentials through the standard chain."""
+        self._settings = settings
+        self._static_credentials = static_credentials
+
+    def _client(self, service: str) -> Any:
+        key_id, secret = self._static_credentials or (None, None)
+        return boto3.session.Session(aws_access_key_id=key_id, aws_secret_access_key=secret).client(
+            service,
+            region_name=self._settings.aws_region,
+            endpoint_url=self._settings.aws_endpoint_url,
+            config=_BOTO_CONFIG,
+        )
+
+    @cached_property
+    def dynamodb(self) -> Any:
+        return self._client("dynamodb")
+
+    @cached_property
+    def s3(self) -> Any:
+        return self._client("s3")
+
+    @cached_property
+    def kms(self) -> Any:
+        return self._client("kms")
+
+    def table_name(self, logical: str) -> str:
+        return physical_table_name(self._settings.resource_prefix, logical)
+
+    def bucket_name(self, logical: str) -> str:
+        return physical_bucket_name(self._settings.resource_prefix, logical, self._settings.bucket_suffix)

@@ -1,0 +1,73 @@
+"""Create the declared tables and buckets through the AWS API (embedded server and tests).
+
+In AWS, CDK creates them from the same specs; this module never runs there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowledger.store.aws import AwsClients
+from flowledger.store.tables import BUCKETS, TABLES, BucketSpec, Index, Key, TableSpec
+
+
+def _key_schema(partition: Key, sort: Key | None) -> list[dict[str, str]]:
+    schema = [{"AttributeName": partition.name, "KeyType": "HASH"}]
+    if sort is not None:
+        schema.append({"AttributeName": sort.name, "KeyType": "RANGE"})
+    return schema
+
+
+def _index(index: Index) -> dict[str, Any]:
+    return {
+        "IndexName": index.name,
+        "KeySchema": _key_schema(index.partition, index.sort),
+        "Projection": {"ProjectionType": "ALL"},
+    }
+
+
+def create_table(aws: AwsClients, spec: TableSpec) -> None:
+    """Create one table (on-demand, with its indexes and TTL) if it does not exist yet."""
+    name = aws.table_name(spec.name)
+    client = aws.dynamodb
+    if name in client.list_tables()["TableNames"]:
+        return
+    request: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": _key_schema(spec.partition, spec.sort),
+        "AttributeDefinitions": [
+            {"AttributeName": attr, "AttributeType": kind} for attr, kind in spec.attributes().items()
+        ],
+    }
+    if spec.indexes:
+        request["GlobalSecondaryIndexes"] = [_index(index) for index in spec.indexes]
+    client.create_table(**request)
+    if spec.ttl_attribute:
+        client.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
+        )
+
+
+def create_bucket(aws: AwsClients, spec: BucketSpec, region: str) -> None:
+    """Create one bucket (versioned, Object Lock where declared) if it does not exist yet."""
+    name = aws.bucket_name(spec.name)
+    existing = {bucket["Name"] for bucket in aws.s3.list_buckets().get("Buckets", [])}
+    if name in existing:
+        return
+    request: dict[str, Any] = {"Bucket": name}
+    if region != "us-east-1":
+        request["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    if spec.object_lock:
+        request["ObjectLockEnabledForBucket"] = True
+    aws.s3.create_bucket(**request)
+    if spec.versioned and not spec.object_lock:  # Object Lock turns versioning on by itself
+        aws.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+
+
+def provision_all(aws: AwsClients, region: str) -> None:
+    """Create every declared table and bucket."""
+    for table in TABLES:
+        create_table(aws, table)
+    for bucket in BUCKETS:
+        create_bucket(aws, bucket, region)

@@ -1,0 +1,102 @@
+"""Every table and bucket, declared once.
+
+CDK (``infra/constructs/data.py``), the moto fixtures and the dev server all build from these
+specs, so the key schema tested is the key schema deployed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+KeyType = Literal["S", "N"]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: KeyType = "S"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition: Key
+    sort: Key | None = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    partition: Key
+    sort: Key | None = None
+    indexes: tuple[Index, ...] = ()
+    ttl_attribute: str | None = None
+
+    def attributes(self) -> dict[str, KeyType]:
+        """Every key attribute of the table and its indexes, with its type."""
+        keys = [self.partition, self.sort]
+        for index in self.indexes:
+            keys += [index.partition, index.sort]
+        return {key.name: key.type for key in keys if key is not None}
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    name: str
+    object_lock: bool = False
+    versioned: bool = True
+
+
+_CREATED = Key("created_at")
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec(
+        "runs",
+        Key("session_id"),
+        Key("run_id"),
+        indexes=(Index("safe_diagnosis", Key("safe_diagnosis_session_id"), _CREATED),),
+    ),
+    TableSpec(
+        "flows",
+        Key("flow_id"),
+        indexes=(
+            Index("by_patient", Key("patient_id"), _CREATED),
+            Index("by_trace", Key("trace_id"), _CREATED),
+            Index("by_state", Key("flow_state"), _CREATED),
+        ),
+    ),
+    TableSpec("steps", Key("flow_id"), Key("step_id"), indexes=(Index("by_parent", Key("parent_step_id"), _CREATED),)),
+    TableSpec("ledger", Key("chain_id"), Key("seq", "N")),
+    TableSpec("pathways", Key("pathway_id"), indexes=(Index("by_trigger_type", Key("trigger_type"), _CREATED),)),
+    TableSpec(
+        "backlog", Key("request_id"), indexes=(Index("by_status", Key("status"), _CREATED),), ttl_attribute="expires_at"
+    ),
+    TableSpec("claims_review", Key("claim_id"), indexes=(Index("by_status", Key("status"), _CREATED),)),
+    TableSpec("knowledge", Key("pk"), Key("sk")),
+    TableSpec("rate_limits", Key("key"), Key("window"), ttl_attribute="expires_at"),
+)
+
+BUCKETS: tuple[BucketSpec, ...] = (
+    BucketSpec("documents"),
+    BucketSpec("checkpoints", object_lock=True),
+    BucketSpec("artifacts"),
+)
+
+
+def table_spec(name: str) -> TableSpec:
+    """The spec of the table with this logical name."""
+    for spec in TABLES:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no table named {name!r}")
+
+
+def physical_table_name(prefix: str, logical: str) -> str:
+    """The deployed name of a table: one rule for CDK, the dev server and the functions."""
+    return f"{prefix}-{logical.replace('_', '-')}"
+
+
+def physical_bucket_name(prefix: str, logical: str, suffix: str) -> str:
+    """The deployed name of a bucket; ``suffix`` keeps it globally unique (account and region)."""
+    return f"{prefix}-{logical.replace('_', '-')}-{suffix}"
