@@ -69,7 +69,9 @@ def register_error_handlers(app: ApiGatewayResolver) -> None:
     @app.exception_handler(ServiceError)
     def _service(exc: ServiceError) -> Response[Any]:
         status = HTTPStatus(exc.status_code)
-        return error_response(status, status.phrase.lower().replace(" ", "_"), str(exc.msg) if exc.msg else status.phrase)
+        return error_response(
+            status, status.phrase.lower().replace(" ", "_"), str(exc.msg) if exc.msg else status.phrase
+        )
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response[Any]:

@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from flowledger.api import core
+from flowledger.api.access import Access, access_for
 
 # capability name -> its router; the function folder is functions/<name>/.
 REST_CAPABILITIES: dict[str, Router] = {
     "core": core.router,
 }
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    path: str  # OpenAPI form, e.g. /api/reasoning/flows/{id}
+    method: str
+    access: Access
+
+
+def route_table(router: Router) -> list[RouteSpec]:
+    """Every route of a router with the authentication that guards it (read from its OpenAPI)."""
+    app = APIGatewayRestResolver(enable_validation=True)
+    app.include_router(router)
+    paths = app.get_openapi_schema().paths or {}
+    return [
+        RouteSpec(path=path, method=method.upper(), access=access_for(path))
+        for path, item in sorted(paths.items())
+        for method in ("get", "post", "put", "patch", "delete")
+        if getattr(item, method) is not None
+    ]

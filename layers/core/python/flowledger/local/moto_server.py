@@ -8,6 +8,7 @@ server and every concurrency test use this server for that reason.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -45,6 +46,8 @@ class LockedMotoServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> str:
+        # One access-log line per DynamoDB call drowns the dev server's own output.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
         app = SerializedWSGI(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)

@@ -1,0 +1,1 @@
+"""CDK app for Flowledger: one stack composed of one construct per capability."""

@@ -1,0 +1,41 @@
+"""CDK app entry (``cdk.json``: ``python infra/app.py``). Runs cdk-nag AwsSolutions on every synth."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from aws_cdk import App, Environment, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from infra.deps_layer import build_dependencies_layer, placeholder_layer, runtime_requirements
+from infra.stack import FlowledgerStack, StackSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_app(skip_dependencies_layer: bool | None = None) -> App:
+    """The app with its one stack; ``skip_dependencies_layer`` is for synths that never deploy."""
+    # `cdk` passes cdk.json's context itself; `python infra/app.py` must read it (the CLI's wins).
+    app = App(context=json.loads((ROOT / "cdk.json").read_text())["context"])
+    context = app.node.try_get_context
+    if skip_dependencies_layer is None:
+        skip_dependencies_layer = str(context("flowledger:skipDependenciesLayerBuild")).lower() == "true"
+    dependencies = (placeholder_layer(ROOT) if skip_dependencies_layer
+                    else build_dependencies_layer(ROOT, runtime_requirements(ROOT / "pyproject.toml")))
+    settings = StackSettings(
+        prefix=context("flowledger:resourcePrefix") or "flowledger",
+        jwks_url=context("flowledger:jwksUrl"),
+        jwt_issuer=context("flowledger:jwtIssuer"),
+        jwt_audience=context("flowledger:jwtAudience") or "flowledger",
+        dependencies_folder=dependencies,
+    )
+    FlowledgerStack(app, "Flowledger", settings=settings, env=Environment(
+        account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")))
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app
+
+
+if __name__ == "__main__":
+    build_app().synth()
