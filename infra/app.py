@@ -17,8 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def build_app(skip_dependencies_layer: bool | None = None) -> App:
     """The app with its one stack; ``skip_dependencies_layer`` is for synths that never deploy."""
-    # `cdk` passes cdk.json's context itself; `python infra/app.py` must read it (the CLI's wins).
-    app = App(context=json.loads((ROOT / "cdk.json").read_text())["context"])
+    # The `cdk` CLI passes cdk.json's context and an output folder itself; `python infra/app.py`
+    # reads the context here (the CLI's values win) and writes to cdk.out like the CLI would.
+    app = App(
+        context=json.loads((ROOT / "cdk.json").read_text())["context"],
+        outdir=None if "CDK_OUTDIR" in os.environ else str(ROOT / "cdk.out"),
+    )
     context = app.node.try_get_context
     if skip_dependencies_layer is None:
         skip_dependencies_layer = str(context("flowledger:skipDependenciesLayerBuild")).lower() == "true"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from aws_cdk import Acknowledgment, CfnOutput, Environment, Stack, Validations
 from constructs import Construct
-
 from flowledger.api.registry import REST_CAPABILITIES, route_table
+
 from infra.constructs.api import Api
 from infra.constructs.data import BUCKET_SUFFIX, Data
 from infra.constructs.functions import FunctionDefaults, python_function

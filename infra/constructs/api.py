@@ -7,9 +7,9 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
-
 from flowledger.api.access import Access
 from flowledger.api.registry import RouteSpec
+
 from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
 
 STAGE = "v1"

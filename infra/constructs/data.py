@@ -7,8 +7,15 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
-
-from flowledger.store.tables import BUCKETS, TABLES, BucketSpec, Key, TableSpec, physical_bucket_name, physical_table_name
+from flowledger.store.tables import (
+    BUCKETS,
+    TABLES,
+    BucketSpec,
+    Key,
+    TableSpec,
+    physical_bucket_name,
+    physical_table_name,
+)
 
 CHECKPOINT_RETENTION = Duration.days(365 * 7)  # audit evidence outlives the HIPAA six-year window
 BUCKET_SUFFIX = f"{Aws.ACCOUNT_ID}-{Aws.REGION}"

@@ -6,8 +6,8 @@ from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
-
 from flowledger.jobs import JOBS
+
 from infra.constructs.functions import FunctionDefaults, python_function
 
 

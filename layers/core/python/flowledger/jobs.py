@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from flowledger.entrypoints import instrumented
 from flowledger.errors import UnknownJob
 from flowledger.services import Services, bootstrap
 
@@ -64,17 +65,11 @@ def run_job(name: str, services: Services) -> JobResult:
 
 def jobs_handler() -> Callable[[dict[str, Any], LambdaContext], JobResult]:
     """The jobs function's Lambda entrypoint: EventBridge Scheduler sends ``{"job": NAME}``."""
-    job_logger = Logger(service="jobs")
-    metrics = Metrics(namespace="Flowledger", service="jobs")
-    tracer = Tracer(service="jobs")
 
-    @job_logger.inject_lambda_context(log_event=False)
-    @metrics.log_metrics
-    @tracer.capture_lambda_handler(capture_response=False)
-    def handler(event: dict[str, Any], context: LambdaContext) -> JobResult:
+    def run(event: dict[str, Any], context: LambdaContext) -> JobResult:
         name = event.get("job")
         if not isinstance(name, str):
             raise UnknownJob('the event must be {"job": NAME}')
         return run_job(name, bootstrap())
 
-    return handler
+    return instrumented("jobs", lambda: run)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Response, Router
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -13,10 +12,10 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from flowledger.api.errors import register_error_handlers
+from flowledger.entrypoints import instrumented
 from flowledger.errors import PayloadTooLarge
 from flowledger.services import Services, bootstrap
 
-METRICS_NAMESPACE = "Flowledger"
 Resolver = TypeVar("Resolver", bound=ApiGatewayResolver)
 
 
@@ -47,17 +46,15 @@ def build_resolver(routers: Sequence[Router], resolver: Callable[..., Resolver])
 
 
 def rest_handler(*routers: Router, service: str) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
-    """The Lambda entrypoint of one REST capability: logger, metrics, tracer, then the resolver."""
-    logger = Logger(service=service)
-    metrics = Metrics(namespace=METRICS_NAMESPACE, service=service)
-    tracer = Tracer(service=service)
-    app = build_resolver(routers, APIGatewayRestResolver)
+    """The Lambda entrypoint of one REST capability."""
 
-    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False)
-    @metrics.log_metrics
-    @tracer.capture_lambda_handler(capture_response=False)
-    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        app.append_context(services=bootstrap())
-        return app.resolve(event, context)
+    def build() -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+        app = build_resolver(routers, APIGatewayRestResolver)
 
-    return handler
+        def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+            app.append_context(services=bootstrap())
+            return app.resolve(event, context)
+
+        return resolve
+
+    return instrumented(service, build, correlation_id_path=correlation_paths.API_GATEWAY_REST)

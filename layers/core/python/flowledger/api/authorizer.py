@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
     APIGatewayAuthorizerResponse,
     APIGatewayAuthorizerTokenEvent,
@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from flowledger.api.tokens import TokenVerifier, authorizer_context, bearer_token
 from flowledger.config import Settings
+from flowledger.entrypoints import instrumented
 from flowledger.errors import ConfigurationError, Unauthenticated
 from flowledger.services import bootstrap
 
@@ -61,17 +62,10 @@ def authorize(event: APIGatewayAuthorizerTokenEvent, verifier: TokenVerifier) ->
 
 
 def authorizer_handler() -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
-    """The authorizer's Lambda entrypoint; the JWKS client (and its cache) lives while warm."""
-    tracer = Tracer(service="authorizer")
-    verifier: TokenVerifier | None = None
+    """The authorizer's Lambda entrypoint; the JWKS client (and its key cache) lives while warm."""
 
-    @logger.inject_lambda_context(log_event=False)
-    @tracer.capture_lambda_handler(capture_response=False)
-    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        nonlocal verifier
-        if verifier is None:
-            verifier = token_verifier(bootstrap().settings)
-        return authorize(APIGatewayAuthorizerTokenEvent(event), verifier)
+    def build() -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+        verifier = token_verifier(bootstrap().settings)
+        return lambda event, context: authorize(APIGatewayAuthorizerTokenEvent(event), verifier)
 
-    entrypoint: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = handler
-    return entrypoint
+    return instrumented("authorizer", build)

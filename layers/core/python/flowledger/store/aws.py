@@ -9,14 +9,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 from flowledger.config import Settings
 from flowledger.store.tables import physical_bucket_name, physical_table_name
-
-# Standard retry mode backs off on throttling; a few attempts, since callers hold a request open.
-_BOTO_CONFIG = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=3, read_timeout=10)
 
 
 class AwsClients:
@@ -29,12 +23,17 @@ class AwsClients:
         self._static_credentials = static_credentials
 
     def _client(self, service: str) -> Any:
+        # boto3 is imported on first use: a function that never calls AWS never loads it (~120 ms).
+        import boto3
+        from botocore.config import Config
+
         key_id, secret = self._static_credentials or (None, None)
         return boto3.session.Session(aws_access_key_id=key_id, aws_secret_access_key=secret).client(
             service,
             region_name=self._settings.aws_region,
             endpoint_url=self._settings.aws_endpoint_url,
-            config=_BOTO_CONFIG,
+            # Standard retry mode backs off on throttling; few attempts, since callers hold a request open.
+            config=Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=3, read_timeout=10),
         )
 
     @cached_property

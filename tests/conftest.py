@@ -1,0 +1,79 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = Path(__file__).parent / "fixtures" / "events"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / f"{name}.json").read_text())
+
+
+@pytest.fixture
+def load_function() -> Callable[[str], ModuleType]:
+    """Import ``functions/<name>/handler.py`` as Lambda would, under a unique module name."""
+
+    def load(name: str) -> ModuleType:
+        path = ROOT / "functions" / name / "handler.py"
+        spec = importlib.util.spec_from_file_location(f"function_{name}_handler", path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture
+def rest_event() -> Callable[..., dict[str, Any]]:
+    """Build an API Gateway REST proxy event from the shared fixture."""
+
+    def build(method: str, path: str, *, body: Any = None, authorizer: dict[str, str] | None = None,
+              user_arn: str | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        event = copy.deepcopy(load_event("rest_request"))
+        event.update(httpMethod=method, path=path)
+        event["requestContext"].update(httpMethod=method, path=f"/v1{path}")
+        if body is not None:
+            event["body"] = body if isinstance(body, str) else json.dumps(body)
+            event["headers"]["Content-Type"] = "application/json"
+        if authorizer is not None:
+            event["requestContext"]["authorizer"] = {"principalId": authorizer.get("sub", ""), **authorizer}
+        if user_arn is not None:
+            event["requestContext"]["identity"]["userArn"] = user_arn
+        event["headers"].update(headers or {})
+        return event
+
+    return build
+
+
+@pytest.fixture
+def lambda_context() -> Any:
+    class Context:
+        function_name = "test"
+        memory_limit_in_mb = 512
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:test"
+        aws_request_id = "req-1"
+
+    return Context()
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No Flowledger or seed variable leaks in from the machine running the tests."""
+    from flowledger.config import Settings
+
+    for info in Settings.model_fields.values():
+        if info.validation_alias:
+            monkeypatch.delenv(str(info.validation_alias), raising=False)
+    yield

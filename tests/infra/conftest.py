@@ -1,0 +1,38 @@
+"""One synthesis of the real app (dependencies layer build skipped) shared by the infra tests."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Template
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+@pytest.fixture(scope="session")
+def app() -> App:
+    from infra.app import build_app
+
+    app = build_app(skip_dependencies_layer=True)
+    app.synth()  # runs cdk-nag: raises on any unacknowledged finding
+    return app
+
+
+@pytest.fixture(scope="session")
+def stack(app: App) -> Stack:
+    child = app.node.find_child("Flowledger")
+    assert isinstance(child, Stack)
+    return child
+
+
+@pytest.fixture(scope="session")
+def template(stack: Stack) -> Template:
+    return Template.from_stack(stack)
+
+
+@pytest.fixture(scope="session")
+def resources(template: Template) -> dict[str, Any]:
+    return template.to_json()["Resources"]

@@ -1,0 +1,120 @@
+"""The synthesized template: tables, buckets, functions, routes and schedules as declared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, RemovalPolicy
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from flowledger.api.access import Access
+from flowledger.api.registry import REST_CAPABILITIES, route_table
+from flowledger.jobs import JOBS
+from flowledger.store.tables import TABLES, physical_table_name
+
+AUTH_TYPE = {Access.JWT: "CUSTOM", Access.IAM: "AWS_IAM", Access.PUBLIC: "NONE"}
+
+
+def of_type(resources: dict[str, Any], kind: str) -> dict[str, Any]:
+    return {key: value for key, value in resources.items() if value["Type"] == kind}
+
+
+@pytest.mark.parametrize("spec", TABLES, ids=lambda spec: spec.name)
+def test_each_table_matches_its_spec(template: Template, spec: Any) -> None:
+    keys = [{"AttributeName": spec.partition.name, "KeyType": "HASH"}]
+    if spec.sort:
+        keys.append({"AttributeName": spec.sort.name, "KeyType": "RANGE"})
+    properties: dict[str, Any] = {
+        "TableName": physical_table_name("flowledger", spec.name),
+        "KeySchema": keys,
+        "BillingMode": "PAY_PER_REQUEST",
+        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        "SSESpecification": Match.object_like({"SSEEnabled": True, "SSEType": "KMS"}),
+    }
+    if spec.ttl_attribute:
+        properties["TimeToLiveSpecification"] = {"AttributeName": spec.ttl_attribute, "Enabled": True}
+    if spec.indexes:
+        properties["GlobalSecondaryIndexes"] = [
+            Match.object_like({"IndexName": index.name}) for index in spec.indexes]
+    template.has_resource("AWS::DynamoDB::Table", {
+        "Properties": Match.object_like(properties), "DeletionPolicy": "Retain"})
+
+
+def test_checkpoint_bucket_locks_objects_in_compliance_mode(template: Template) -> None:
+    template.has_resource_properties("AWS::S3::Bucket", {
+        "ObjectLockEnabled": True,
+        "ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled", "Rule": {
+            "DefaultRetention": Match.object_like({"Mode": "COMPLIANCE"})}},
+    })
+
+
+def test_every_function_has_its_own_role_tracing_and_a_retained_log_group(resources: dict[str, Any]) -> None:
+    functions = of_type(resources, "AWS::Lambda::Function")
+    roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()]
+    assert len(roles) == len(set(roles)) == len(functions) >= 3
+    for function in functions.values():
+        properties = function["Properties"]
+        assert properties["TracingConfig"] == {"Mode": "Active"}
+        assert properties["Runtime"].startswith("python3.")
+        assert properties["Architectures"] == ["arm64"]
+        assert len(properties["Layers"]) == 2
+    for group in of_type(resources, "AWS::Logs::LogGroup").values():
+        assert group["Properties"]["RetentionInDays"] == 90
+
+
+def _path_of(resources: dict[str, Any], resource_id: Any) -> str:
+    if isinstance(resource_id, dict) and "Fn::GetAtt" in resource_id:
+        return ""  # the API's root resource
+    node = resources[resource_id["Ref"]]["Properties"]
+    return f"{_path_of(resources, node['ParentId'])}/{node['PathPart']}"
+
+
+def test_every_route_is_deployed_with_the_authentication_its_path_requires(resources: dict[str, Any]) -> None:
+    deployed = {
+        (_path_of(resources, m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]):
+            m["Properties"]["AuthorizationType"]
+        for m in of_type(resources, "AWS::ApiGateway::Method").values()
+    }
+    expected = {(route.path, route.method): AUTH_TYPE[route.access]
+                for router in REST_CAPABILITIES.values() for route in route_table(router)}
+    assert expected  # the registry is not empty
+    assert deployed == expected
+
+
+def test_client_routes_use_the_jwt_token_authorizer(template: Template) -> None:
+    template.has_resource_properties("AWS::ApiGateway::Authorizer", {
+        "Type": "TOKEN", "IdentitySource": "method.request.header.Authorization",
+        "AuthorizerResultTtlInSeconds": 300})
+
+
+def test_stage_traces_and_never_logs_bodies(template: Template) -> None:
+    template.has_resource_properties("AWS::ApiGateway::Stage", {
+        "TracingEnabled": True,
+        "MethodSettings": [Match.object_like({"DataTraceEnabled": False})],
+        "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
+    })
+
+
+@pytest.mark.parametrize("job", JOBS, ids=lambda job: job.name)
+def test_each_job_has_a_schedule_that_names_it(template: Template, job: Any) -> None:
+    template.has_resource_properties("AWS::Scheduler::Schedule", {
+        "ScheduleExpression": job.schedule,
+        "State": "ENABLED",
+        "Target": Match.object_like({"Input": f'{{"job":"{job.name}"}}'}),
+    })
+
+
+def test_cdk_nag_fails_the_synth_on_an_unacknowledged_finding() -> None:
+    from infra.app import build_app
+
+    app = build_app(skip_dependencies_layer=True)
+    stack = app.node.find_child("Flowledger")
+    s3.Bucket(stack, "Careless", removal_policy=RemovalPolicy.DESTROY)  # no SSL rule, no access logs
+    with pytest.raises(RuntimeError, match="AwsSolutions-S"):
+        app.synth()
+
+
+def test_the_app_synthesizes_with_every_finding_acknowledged(app: App) -> None:
+    assert app.synth().get_stack_by_name("Flowledger").template["Resources"]

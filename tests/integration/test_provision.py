@@ -1,0 +1,39 @@
+"""The embedded store is built from the same specs CDK deploys."""
+
+from __future__ import annotations
+
+from flowledger.services import Services
+from flowledger.store.provision import provision_all
+from flowledger.store.tables import BUCKETS, TABLES
+
+
+def test_every_table_gets_its_keys_indexes_and_ttl(moto_services: Services) -> None:
+    provision_all(moto_services.aws, "us-east-1")
+    client = moto_services.aws.dynamodb
+    for spec in TABLES:
+        table = client.describe_table(TableName=moto_services.aws.table_name(spec.name))["Table"]
+        keys = {k["KeyType"]: k["AttributeName"] for k in table["KeySchema"]}
+        assert keys["HASH"] == spec.partition.name
+        assert keys.get("RANGE") == (spec.sort.name if spec.sort else None)
+        assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+        indexes = {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}
+        assert indexes == {index.name for index in spec.indexes}
+        ttl = client.describe_time_to_live(TableName=table["TableName"])["TimeToLiveDescription"]
+        assert ttl.get("AttributeName") == spec.ttl_attribute
+
+
+def test_provisioning_twice_changes_nothing(moto_services: Services) -> None:
+    provision_all(moto_services.aws, "us-east-1")
+    provision_all(moto_services.aws, "us-east-1")
+    assert len(moto_services.aws.dynamodb.list_tables()["TableNames"]) == len(TABLES)
+
+
+def test_checkpoint_bucket_has_object_lock_and_the_rest_are_versioned(moto_services: Services) -> None:
+    provision_all(moto_services.aws, "us-east-1")
+    s3 = moto_services.aws.s3
+    for spec in BUCKETS:
+        name = moto_services.aws.bucket_name(spec.name)
+        assert s3.get_bucket_versioning(Bucket=name)["Status"] == "Enabled"
+        if spec.object_lock:
+            lock = s3.get_object_lock_configuration(Bucket=name)["ObjectLockConfiguration"]
+            assert lock["ObjectLockEnabled"] == "Enabled"

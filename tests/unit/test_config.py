@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+from flowledger.config import CriticDispatchStrategy, PathwayEmbeddingModel, load_settings
+from flowledger.errors import ConfigurationError
+
+pytestmark = pytest.mark.usefixtures("clean_environment")
+
+
+def test_seed_flags_default_off_and_strategy_defaults_to_mark_for_review() -> None:
+    settings = load_settings()
+    assert not settings.reasoning_flow_capture_enabled
+    assert not settings.research_auto_enqueue_enabled
+    assert not settings.critic_auto_enqueue_enabled
+    assert not settings.backlog_consumer_enabled
+    assert not settings.enable_mixed_source_conversation_continuity
+    assert settings.critic_dispatch_strategy is CriticDispatchStrategy.MARK_FOR_REVIEW
+    assert settings.pathway_embedding_model is PathwayEmbeddingModel.HASH_BUCKET_V1
+    assert settings.uses_offline_model
+
+
+def test_flags_are_read_from_their_seed_variable_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REASONING_FLOW_CAPTURE_ENABLED", "true")
+    monkeypatch.setenv("CRITIC_DISPATCH_STRATEGY", "re_research")
+    monkeypatch.setenv("ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY", "1")
+    settings = load_settings()
+    assert settings.reasoning_flow_capture_enabled
+    assert settings.critic_dispatch_strategy is CriticDispatchStrategy.RE_RESEARCH
+    assert settings.enable_mixed_source_conversation_continuity
+
+
+@pytest.mark.parametrize("variable", ["CRITIC_DISPATCH_STRATEGY", "PATHWAY_EMBEDDING_MODEL"])
+def test_unknown_enum_value_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    monkeypatch.setenv(variable, "bogus")
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert variable in caught.value.message
+    assert "'bogus'" in caught.value.message
+
+
+def test_bad_boolean_fails_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BACKLOG_CONSUMER_ENABLED", "perhaps")
+    with pytest.raises(ConfigurationError, match="BACKLOG_CONSUMER_ENABLED"):
+        load_settings()
+
+
+def test_openai_embeddings_without_a_key_fail_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "openai_text_3_small")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        load_settings()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert load_settings().pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL
+
+
+def test_api_key_is_never_shown_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    settings = load_settings()
+    assert "sk-very-secret" not in repr(settings)
+    assert not settings.uses_offline_model
