@@ -26,8 +26,11 @@ def build_app(skip_dependencies_layer: bool | None = None) -> App:
     context = app.node.try_get_context
     if skip_dependencies_layer is None:
         skip_dependencies_layer = str(context("flowledger:skipDependenciesLayerBuild")).lower() == "true"
-    dependencies = (placeholder_layer(ROOT) if skip_dependencies_layer
-                    else build_dependencies_layer(ROOT, runtime_requirements(ROOT / "pyproject.toml")))
+    dependencies = (
+        placeholder_layer(ROOT)
+        if skip_dependencies_layer
+        else build_dependencies_layer(ROOT, runtime_requirements(ROOT / "pyproject.toml"))
+    )
     settings = StackSettings(
         prefix=context("flowledger:resourcePrefix") or "flowledger",
         jwks_url=context("flowledger:jwksUrl"),
@@ -35,8 +38,12 @@ def build_app(skip_dependencies_layer: bool | None = None) -> App:
         jwt_audience=context("flowledger:jwtAudience") or "flowledger",
         dependencies_folder=dependencies,
     )
-    FlowledgerStack(app, "Flowledger", settings=settings, env=Environment(
-        account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")))
+    FlowledgerStack(
+        app,
+        "Flowledger",
+        settings=settings,
+        env=Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
+    )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 

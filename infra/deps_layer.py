@@ -33,9 +33,24 @@ def build_dependencies_layer(root: Path, requirements: list[str]) -> Path:
     staging = target.with_name(key + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     subprocess.run(  # noqa: S603 - fixed argv, no shell
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--target", str(staging / "python"), "--platform", LAMBDA_PLATFORM,
-         "--python-version", LAMBDA_PYTHON, "--implementation", "cp", "--only-binary=:all:", *requirements],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(staging / "python"),
+            "--platform",
+            LAMBDA_PLATFORM,
+            "--python-version",
+            LAMBDA_PYTHON,
+            "--implementation",
+            "cp",
+            "--only-binary=:all:",
+            *requirements,
+        ],
         check=True,
     )
     for cache in (staging / "python").rglob("__pycache__"):

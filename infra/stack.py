@@ -7,8 +7,8 @@ from pathlib import Path
 
 from aws_cdk import Acknowledgment, CfnOutput, Environment, Stack, Validations
 from constructs import Construct
-from flowledger.api.registry import REST_CAPABILITIES, route_table
 
+from flowledger.api.registry import REST_CAPABILITIES, route_table
 from infra.constructs.api import Api
 from infra.constructs.data import BUCKET_SUFFIX, Data
 from infra.constructs.functions import FunctionDefaults, python_function
@@ -27,29 +27,47 @@ class StackSettings:
 
 class FlowledgerStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: StackSettings, env: Environment) -> None:
-        super().__init__(scope, construct_id, env=env,
-                         description="Flowledger: serverless backend for auditable agent chat")
+        super().__init__(
+            scope, construct_id, env=env, description="Flowledger: serverless backend for auditable agent chat"
+        )
         data = Data(self, "Data", prefix=settings.prefix)
         layers = Layers(self, "Layers", dependencies_folder=settings.dependencies_folder)
-        defaults = FunctionDefaults(layers=layers.all, environment={
-            "FLOWLEDGER_RESOURCE_PREFIX": settings.prefix,
-            "FLOWLEDGER_BUCKET_SUFFIX": BUCKET_SUFFIX,
-            "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
-            "POWERTOOLS_LOG_LEVEL": "INFO",
-        })
-        api = Api(self, "Api", prefix=settings.prefix, defaults=defaults, jwks_url=settings.jwks_url,
-                  jwt_issuer=settings.jwt_issuer, jwt_audience=settings.jwt_audience)
+        defaults = FunctionDefaults(
+            layers=layers.all,
+            environment={
+                "FLOWLEDGER_RESOURCE_PREFIX": settings.prefix,
+                "FLOWLEDGER_BUCKET_SUFFIX": BUCKET_SUFFIX,
+                "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+            },
+        )
+        api = Api(
+            self,
+            "Api",
+            prefix=settings.prefix,
+            defaults=defaults,
+            jwks_url=settings.jwks_url,
+            jwt_issuer=settings.jwt_issuer,
+            jwt_audience=settings.jwt_audience,
+        )
         self.capability_functions = {}
         for name, router in REST_CAPABILITIES.items():
-            function = python_function(self, f"Function-{name}", name=name, defaults=defaults,
-                                       description=f"REST routes of the {name} capability")
+            function = python_function(
+                self,
+                f"Function-{name}",
+                name=name,
+                defaults=defaults,
+                description=f"REST routes of the {name} capability",
+            )
             api.add_routes(route_table(router), function)
             self.capability_functions[name] = function
         Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
         self.data = data
         CfnOutput(self, "ApiUrl", value=api.rest_api.url)
         Validations.of(self).acknowledge(
-            Acknowledgment(id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                              "AWSLambdaBasicExecutionRole]",
-                           reason="The AWS-managed basic execution role grants only CloudWatch Logs writes."),
+            Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaBasicExecutionRole]",
+                reason="The AWS-managed basic execution role grants only CloudWatch Logs writes.",
+            ),
         )

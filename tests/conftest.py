@@ -39,8 +39,15 @@ def load_function() -> Callable[[str], ModuleType]:
 def rest_event() -> Callable[..., dict[str, Any]]:
     """Build an API Gateway REST proxy event from the shared fixture."""
 
-    def build(method: str, path: str, *, body: Any = None, authorizer: dict[str, str] | None = None,
-              user_arn: str | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    def build(
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        authorizer: dict[str, str] | None = None,
+        user_arn: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         event = copy.deepcopy(load_event("rest_request"))
         event.update(httpMethod=method, path=path)
         event["requestContext"].update(httpMethod=method, path=f"/v1{path}")

@@ -41,10 +41,12 @@ def python_function(
     environment: dict[str, str] | None = None,
 ) -> lambda_.Function:
     """A function from ``functions/<name>/handler.py`` with its own role, log group and tracing."""
-    log_group = logs.LogGroup(scope, f"{construct_id}Logs", retention=LOG_RETENTION,
-                              removal_policy=RemovalPolicy.RETAIN)
+    log_group = logs.LogGroup(
+        scope, f"{construct_id}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.RETAIN
+    )
     function = lambda_.Function(
-        scope, construct_id,
+        scope,
+        construct_id,
         description=description,
         runtime=RUNTIME,
         architecture=ARCHITECTURE,
@@ -58,7 +60,10 @@ def python_function(
         logging_format=lambda_.LoggingFormat.JSON,
         log_group=log_group,
     )
-    Validations.of(function).acknowledge(Acknowledgment(
-        id="AwsSolutions-IAM5[Resource::*]",
-        reason="Active tracing: xray:PutTraceSegments and PutTelemetryRecords support no resource-level scoping."))
+    Validations.of(function).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="Active tracing: xray:PutTraceSegments and PutTelemetryRecords support no resource-level scoping.",
+        )
+    )
     return function

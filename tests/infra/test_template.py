@@ -36,18 +36,23 @@ def test_each_table_matches_its_spec(template: Template, spec: Any) -> None:
     if spec.ttl_attribute:
         properties["TimeToLiveSpecification"] = {"AttributeName": spec.ttl_attribute, "Enabled": True}
     if spec.indexes:
-        properties["GlobalSecondaryIndexes"] = [
-            Match.object_like({"IndexName": index.name}) for index in spec.indexes]
-    template.has_resource("AWS::DynamoDB::Table", {
-        "Properties": Match.object_like(properties), "DeletionPolicy": "Retain"})
+        properties["GlobalSecondaryIndexes"] = [Match.object_like({"IndexName": index.name}) for index in spec.indexes]
+    template.has_resource(
+        "AWS::DynamoDB::Table", {"Properties": Match.object_like(properties), "DeletionPolicy": "Retain"}
+    )
 
 
 def test_checkpoint_bucket_locks_objects_in_compliance_mode(template: Template) -> None:
-    template.has_resource_properties("AWS::S3::Bucket", {
-        "ObjectLockEnabled": True,
-        "ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled", "Rule": {
-            "DefaultRetention": Match.object_like({"Mode": "COMPLIANCE"})}},
-    })
+    template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "ObjectLockEnabled": True,
+            "ObjectLockConfiguration": {
+                "ObjectLockEnabled": "Enabled",
+                "Rule": {"DefaultRetention": Match.object_like({"Mode": "COMPLIANCE"})},
+            },
+        },
+    )
 
 
 def test_every_function_has_its_own_role_tracing_and_a_retained_log_group(resources: dict[str, Any]) -> None:
@@ -73,37 +78,48 @@ def _path_of(resources: dict[str, Any], resource_id: Any) -> str:
 
 def test_every_route_is_deployed_with_the_authentication_its_path_requires(resources: dict[str, Any]) -> None:
     deployed = {
-        (_path_of(resources, m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]):
-            m["Properties"]["AuthorizationType"]
+        (_path_of(resources, m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]): m["Properties"][
+            "AuthorizationType"
+        ]
         for m in of_type(resources, "AWS::ApiGateway::Method").values()
     }
-    expected = {(route.path, route.method): AUTH_TYPE[route.access]
-                for router in REST_CAPABILITIES.values() for route in route_table(router)}
+    expected = {
+        (route.path, route.method): AUTH_TYPE[route.access]
+        for router in REST_CAPABILITIES.values()
+        for route in route_table(router)
+    }
     assert expected  # the registry is not empty
     assert deployed == expected
 
 
 def test_client_routes_use_the_jwt_token_authorizer(template: Template) -> None:
-    template.has_resource_properties("AWS::ApiGateway::Authorizer", {
-        "Type": "TOKEN", "IdentitySource": "method.request.header.Authorization",
-        "AuthorizerResultTtlInSeconds": 300})
+    template.has_resource_properties(
+        "AWS::ApiGateway::Authorizer",
+        {"Type": "TOKEN", "IdentitySource": "method.request.header.Authorization", "AuthorizerResultTtlInSeconds": 300},
+    )
 
 
 def test_stage_traces_and_never_logs_bodies(template: Template) -> None:
-    template.has_resource_properties("AWS::ApiGateway::Stage", {
-        "TracingEnabled": True,
-        "MethodSettings": [Match.object_like({"DataTraceEnabled": False})],
-        "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
-    })
+    template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "TracingEnabled": True,
+            "MethodSettings": [Match.object_like({"DataTraceEnabled": False})],
+            "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
+        },
+    )
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda job: job.name)
 def test_each_job_has_a_schedule_that_names_it(template: Template, job: Any) -> None:
-    template.has_resource_properties("AWS::Scheduler::Schedule", {
-        "ScheduleExpression": job.schedule,
-        "State": "ENABLED",
-        "Target": Match.object_like({"Input": f'{{"job":"{job.name}"}}'}),
-    })
+    template.has_resource_properties(
+        "AWS::Scheduler::Schedule",
+        {
+            "ScheduleExpression": job.schedule,
+            "State": "ENABLED",
+            "Target": Match.object_like({"Input": f'{{"job":"{job.name}"}}'}),
+        },
+    )
 
 
 def test_cdk_nag_fails_the_synth_on_an_unacknowledged_finding() -> None:

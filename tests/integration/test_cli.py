@@ -13,23 +13,37 @@ from flowledger.local.datadir import DataDir, LocalEndpoints
 
 
 def test_token_command_mints_a_token_the_issuer_verifies(
-        data_dir: DataDir, jwks_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["token", "--sub", "carol", "--scopes", "chat,documents", "--patient-id", "p-7",
-                 "--data-dir", str(data_dir.path)])
+    data_dir: DataDir, jwks_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "token",
+            "--sub",
+            "carol",
+            "--scopes",
+            "chat,documents",
+            "--patient-id",
+            "p-7",
+            "--data-dir",
+            str(data_dir.path),
+        ]
+    )
     assert code == 0
     verified = TokenVerifier(jwks_url, "flowledger-local", "flowledger").verify(capsys.readouterr().out.strip())
     assert (verified.sub, verified.scopes, verified.patient_id) == ("carol", {"chat", "documents"}, "p-7")
 
 
 def test_token_command_rejects_an_unknown_scope_in_one_line(
-        data_dir: DataDir, capsys: pytest.CaptureFixture[str]) -> None:
+    data_dir: DataDir, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["token", "--sub", "carol", "--scopes", "chat,superuser", "--data-dir", str(data_dir.path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("flowledger: error: unknown scope(s) superuser") and "\n" not in err
 
 
 def test_token_command_without_a_data_dir_says_to_start_the_server(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["token", "--sub", "x", "--data-dir", str(tmp_path / "missing")]) == 2
     assert "flowledger serve" in capsys.readouterr().err
 
@@ -41,10 +55,19 @@ def test_jobs_list_shows_each_job_with_its_schedule(capsys: pytest.CaptureFixtur
 
 @pytest.mark.usefixtures("clean_environment")
 def test_jobs_run_against_a_local_server_through_its_data_dir(
-        data_dir: DataDir, locked_moto: str, capsys: pytest.CaptureFixture[str]) -> None:
-    data_dir.write_endpoints(LocalEndpoints(base_url="http://127.0.0.1:1", aws_endpoint_url=locked_moto,
-                                            region="us-east-1", resource_prefix="clitest", bucket_suffix="local",
-                                            tables={}, buckets={}))
+    data_dir: DataDir, locked_moto: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir.write_endpoints(
+        LocalEndpoints(
+            base_url="http://127.0.0.1:1",
+            aws_endpoint_url=locked_moto,
+            region="us-east-1",
+            resource_prefix="clitest",
+            bucket_suffix="local",
+            tables={},
+            buckets={},
+        )
+    )
     assert main(["jobs", "run", "heartbeat", "--data-dir", str(data_dir.path)]) == 0
     assert json.loads(capsys.readouterr().out)["job"] == "heartbeat"
 

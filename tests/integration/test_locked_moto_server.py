@@ -20,8 +20,9 @@ ITEMS = 100
 
 @pytest.mark.usefixtures("clean_environment")
 def test_contended_conditional_puts_have_one_winner_per_item(locked_moto: str) -> None:
-    services = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix="lockcheck"),
-                              EMBEDDED_CREDENTIALS)
+    services = build_services(
+        load_settings(aws_endpoint_url=locked_moto, resource_prefix="lockcheck"), EMBEDDED_CREDENTIALS
+    )
     create_table(services.aws, table_spec("claims_review"))
     table = services.aws.table_name("claims_review")
     wins = [0] * ITEMS
@@ -34,8 +35,11 @@ def test_contended_conditional_puts_have_one_winner_per_item(locked_moto: str) -
         start.wait()
         for item in range(ITEMS):
             try:
-                client.put_item(TableName=table, Item={"claim_id": {"S": f"c{item}"}, "by": {"N": str(worker)}},
-                                ConditionExpression="attribute_not_exists(claim_id)")
+                client.put_item(
+                    TableName=table,
+                    Item={"claim_id": {"S": f"c{item}"}, "by": {"N": str(worker)}},
+                    ConditionExpression="attribute_not_exists(claim_id)",
+                )
             except ClientError as exc:
                 assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
                 continue

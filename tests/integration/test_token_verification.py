@@ -35,9 +35,15 @@ def verifier(jwks_url: str) -> TokenVerifier:
 @pytest.fixture
 def token(data_dir: DataDir) -> Callable[..., str]:
     def make(**overrides: Any) -> str:
-        arguments: dict[str, Any] = {"private_key_pem": data_dir.private_key_pem(), "kid": data_dir.key_id(),
-                                     "issuer": ISSUER, "audience": AUDIENCE, "sub": "alice",
-                                     "scopes": ["chat", "reasoning.read"], "patient_id": "p-1"}
+        arguments: dict[str, Any] = {
+            "private_key_pem": data_dir.private_key_pem(),
+            "kid": data_dir.key_id(),
+            "issuer": ISSUER,
+            "audience": AUDIENCE,
+            "sub": "alice",
+            "scopes": ["chat", "reasoning.read"],
+            "patient_id": "p-1",
+        }
         return mint_token(**{**arguments, **overrides})
 
     return make
@@ -49,26 +55,37 @@ def test_a_valid_token_yields_sub_scopes_and_patient(verifier: TokenVerifier, to
 
 
 def test_unknown_scopes_in_a_foreign_token_are_dropped(verifier: TokenVerifier, data_dir: DataDir) -> None:
-    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "bob", "iat": int(time.time()),
-              "exp": int(time.time()) + 60, "scope": "chat admin:all"}
+    claims = {
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": "bob",
+        "iat": int(time.time()),
+        "exp": int(time.time()) + 60,
+        "scope": "chat admin:all",
+    }
     raw = jwt.encode(claims, data_dir.private_key_pem(), algorithm="RS256", headers={"kid": data_dir.key_id()})
     assert verifier.verify(raw).scopes == {"chat"}
 
 
-@pytest.mark.parametrize("overrides", [
-    {"issuer": "someone-else"},
-    {"audience": "another-api"},
-    {"now": time.time() - 7200},  # expired an hour ago
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"issuer": "someone-else"},
+        {"audience": "another-api"},
+        {"now": time.time() - 7200},  # expired an hour ago
+    ],
+)
 def test_wrong_issuer_audience_or_expiry_is_rejected(
-        verifier: TokenVerifier, token: Callable[..., str], overrides: dict[str, Any]) -> None:
+    verifier: TokenVerifier, token: Callable[..., str], overrides: dict[str, Any]
+) -> None:
     with pytest.raises(Unauthenticated):
         verifier.verify(token(**overrides))
 
 
 def test_a_token_signed_by_another_key_is_rejected(verifier: TokenVerifier, token: Callable[..., str]) -> None:
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     with pytest.raises(Unauthenticated):
         verifier.verify(token(private_key_pem=other))
 
@@ -83,9 +100,12 @@ def test_a_tampered_payload_is_rejected(verifier: TokenVerifier, token: Callable
 
 
 def test_an_unsigned_token_is_rejected(verifier: TokenVerifier, data_dir: DataDir) -> None:
-    unsigned = jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "sub": "eve", "iat": int(time.time()),
-                           "exp": int(time.time()) + 60}, key=None, algorithm="none",
-                          headers={"kid": data_dir.key_id()})
+    unsigned = jwt.encode(
+        {"iss": ISSUER, "aud": AUDIENCE, "sub": "eve", "iat": int(time.time()), "exp": int(time.time()) + 60},
+        key=None,
+        algorithm="none",
+        headers={"kid": data_dir.key_id()},
+    )
     with pytest.raises(Unauthenticated):
         verifier.verify(unsigned)
 
@@ -105,5 +125,5 @@ def test_authorizer_allows_with_the_callers_context(verifier: TokenVerifier, tok
 def test_authorizer_answers_unauthorized_for_bad_tokens(verifier: TokenVerifier, header: str) -> None:
     event = copy.deepcopy(AUTHORIZER_EVENT)
     event["authorizationToken"] = header
-    with pytest.raises(Unauthorized, match="^Unauthorized$"):
+    with pytest.raises(Unauthorized, match=r"^Unauthorized$"):
         authorize(APIGatewayAuthorizerTokenEvent(event), verifier)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from flowledger.config import CriticDispatchStrategy, PathwayEmbeddingModel, load_settings
 from flowledger.errors import ConfigurationError
 

@@ -27,8 +27,9 @@ def test_health_is_public(invoke: Any, rest_event: Any) -> None:
 
 
 def test_me_returns_the_authorizer_principal(invoke: Any, rest_event: Any) -> None:
-    status, body = invoke(rest_event("GET", "/api/me", authorizer={
-        "sub": "alice", "scope": "chat reasoning.read", "patient_id": "p-9"}))
+    status, body = invoke(
+        rest_event("GET", "/api/me", authorizer={"sub": "alice", "scope": "chat reasoning.read", "patient_id": "p-9"})
+    )
     assert status == 200
     assert body == {"kind": "user", "principal": "alice", "scopes": ["chat", "reasoning.read"], "patient_id": "p-9"}
 

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, Field
+
 from flowledger import errors
 from flowledger.api.app import build_resolver
 from flowledger.api.principals import require_scope
 from flowledger.config import load_settings
 from flowledger.services import build_services
-from pydantic import BaseModel, Field
 
 router = Router()
 
@@ -63,15 +64,28 @@ def call(rest_event: Callable[..., dict[str, Any]], lambda_context: Any) -> Call
     return invoke
 
 
-@pytest.mark.parametrize(("kind", "status", "code"), [
-    ("invalid", 422, "invalid_input"),
-    ("notfound", 404, "not_found"),
-    ("conflict", 409, "conflict"),
-    ("forbidden", 403, "forbidden"),
-])
+@pytest.mark.parametrize(
+    ("kind", "status", "code"),
+    [
+        ("invalid", 422, "invalid_input"),
+        ("notfound", 404, "not_found"),
+        ("conflict", 409, "conflict"),
+        ("forbidden", 403, "forbidden"),
+    ],
+)
 def test_domain_errors_map_to_status_and_code(call: Any, kind: str, status: int, code: str) -> None:
-    assert call("GET", f"/api/raise/{kind}") == (status, {"error": code, "message": {
-        "invalid": "bad thing", "notfound": "no thing", "conflict": "thing closed", "forbidden": "not yours"}[kind]})
+    assert call("GET", f"/api/raise/{kind}") == (
+        status,
+        {
+            "error": code,
+            "message": {
+                "invalid": "bad thing",
+                "notfound": "no thing",
+                "conflict": "thing closed",
+                "forbidden": "not yours",
+            }[kind],
+        },
+    )
 
 
 def test_schema_violations_are_422_with_field_locations(call: Any) -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from flowledger.config import load_settings
 from flowledger.errors import UnknownJob
 from flowledger.jobs import JOBS, Job, job_named, run_job
@@ -22,8 +23,10 @@ def services() -> Services:
     return services
 
 
-@pytest.mark.parametrize(("schedule", "seconds"), [
-    ("rate(1 minute)", 60), ("rate(5 minutes)", 300), ("rate(1 hour)", 3600), ("rate(2 days)", 172800)])
+@pytest.mark.parametrize(
+    ("schedule", "seconds"),
+    [("rate(1 minute)", 60), ("rate(5 minutes)", 300), ("rate(1 hour)", 3600), ("rate(2 days)", 172800)],
+)
 def test_rate_expressions_become_intervals(schedule: str, seconds: int) -> None:
     assert Job("j", schedule, "", lambda s: {}).interval_seconds == seconds
 
@@ -55,7 +58,8 @@ def test_jobs_function_runs_the_named_job(load_function: Callable[[str], Any], l
 
 
 def test_local_scheduler_runs_due_jobs_and_survives_failures(
-        services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[str] = []
     done = threading.Event()
 

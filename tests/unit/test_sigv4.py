@@ -8,6 +8,7 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
 from flowledger.errors import Forbidden
 from flowledger.local.datadir import AdminCredentials
 from flowledger.local.sigv4 import SigV4Verifier
@@ -16,8 +17,14 @@ CREDENTIALS = AdminCredentials("AKIAFLTEST", "secret-key", "us-east-1", "arn:aws
 URL = "http://127.0.0.1:8000/admin/v1/reasoning/flows?trace_id=t-1&limit=5"
 
 
-def signed(method: str = "POST", url: str = URL, body: bytes = b'{"a": 1}', secret: str = "secret-key",
-           region: str = "us-east-1", service: str = "execute-api") -> dict[str, str]:
+def signed(
+    method: str = "POST",
+    url: str = URL,
+    body: bytes = b'{"a": 1}',
+    secret: str = "secret-key",
+    region: str = "us-east-1",
+    service: str = "execute-api",
+) -> dict[str, str]:
     """Headers a stock botocore client sends."""
     request = AWSRequest(method=method, url=url, data=body, headers={"Content-Type": "application/json"})
     SigV4Auth(Credentials("AKIAFLTEST", secret), service, region).add_auth(request)
@@ -26,8 +33,13 @@ def signed(method: str = "POST", url: str = URL, body: bytes = b'{"a": 1}', secr
     return headers
 
 
-def verify(headers: dict[str, str], method: str = "POST", url: str = URL, body: bytes = b'{"a": 1}',
-           now: datetime | None = None) -> str:
+def verify(
+    headers: dict[str, str],
+    method: str = "POST",
+    url: str = URL,
+    body: bytes = b'{"a": 1}',
+    now: datetime | None = None,
+) -> str:
     return SigV4Verifier(CREDENTIALS).verify(method, url, headers, body, now=now)
 
 
@@ -39,24 +51,30 @@ def test_a_signed_get_without_body_is_accepted() -> None:
     assert verify(signed("GET", body=b""), "GET", body=b"") == CREDENTIALS.principal_arn
 
 
-@pytest.mark.parametrize(("change", "kwargs"), [
-    ("body", {"body": b'{"a": 2}'}),
-    ("method", {"method": "PUT"}),
-    ("path", {"url": URL.replace("/flows", "/flowz")}),
-    ("query", {"url": URL.replace("limit=5", "limit=6")}),
-])
+@pytest.mark.parametrize(
+    ("change", "kwargs"),
+    [
+        ("body", {"body": b'{"a": 2}'}),
+        ("method", {"method": "PUT"}),
+        ("path", {"url": URL.replace("/flows", "/flowz")}),
+        ("query", {"url": URL.replace("limit=5", "limit=6")}),
+    ],
+)
 def test_any_change_after_signing_is_rejected(change: str, kwargs: dict[str, object]) -> None:
     with pytest.raises(Forbidden):
         verify(signed(), **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("headers", [
-    signed(secret="wrong-secret"),
-    signed(region="eu-west-1"),
-    signed(service="s3"),
-    {},
-    {"authorization": "Bearer abc"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        signed(secret="wrong-secret"),
+        signed(region="eu-west-1"),
+        signed(service="s3"),
+        {},
+        {"authorization": "Bearer abc"},
+    ],
+)
 def test_wrong_key_scope_or_scheme_is_rejected(headers: dict[str, str]) -> None:
     with pytest.raises(Forbidden):
         verify(headers)

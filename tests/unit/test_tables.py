@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from flowledger.store.tables import BUCKETS, TABLES, physical_bucket_name, physical_table_name, table_spec
 
 

@@ -7,6 +7,7 @@ Commands that touch the store run against a local dev server when given ``--data
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -41,7 +42,9 @@ def _store_services(data_dir: str | None):  # type: ignore[no-untyped-def]
 def cmd_serve(args: argparse.Namespace) -> int:
     from flowledger.local.devserver import serve
 
-    serve(Path(args.data_dir), args.host, args.port)
+    # Ctrl-C is how serve is meant to stop; everything was shut down on the way out.
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(Path(args.data_dir), args.host, args.port)
     return 0
 
 

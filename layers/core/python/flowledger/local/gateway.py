@@ -28,6 +28,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 API_GATEWAY_MAX_BODY = 10 * 1024 * 1024  # API Gateway's own payload limit
+# Lambda Web Adapter passes API Gateway's request context to the ASGI app in this header.
+REQUEST_CONTEXT_HEADER = b"x-amzn-request-context"
 
 _request_context: ContextVar[dict[str, Any] | None] = ContextVar("flowledger_request_context", default=None)
 
@@ -87,9 +89,12 @@ class LocalGateway:
             status = 401 if isinstance(exc, Unauthenticated) else 403
             await _send_json(send, status, {"error": exc.code, "message": exc.message})
             return
+        app = self._app_for(path)
+        if app is not self._rest_app:
+            scope = _with_request_context_header(scope, context)
         token = _request_context.set(context)
         try:
-            await self._app_for(path)(scope, _replay(body, receive), send)
+            await app(scope, _replay(body, receive), send)
         finally:
             _request_context.reset(token)
 
@@ -116,6 +121,16 @@ class LocalGateway:
             arn = self._sigv4.verify(scope["method"], url, headers, body)
             context["identity"].update(userArn=arn, caller=arn)
         return context
+
+
+def _with_request_context_header(scope: Scope, context: dict[str, Any]) -> Scope:
+    """Hand a mounted ASGI app the request context the way Lambda Web Adapter does in AWS.
+
+    A client-sent header of the same name is dropped first, so it can never forge a principal.
+    """
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() != REQUEST_CONTEXT_HEADER]
+    headers.append((REQUEST_CONTEXT_HEADER, json.dumps(context).encode()))
+    return {**scope, "headers": headers}
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -1,0 +1,126 @@
+"""The dev server over real HTTP: what `make run` gives a developer."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from flowledger.store.tables import TABLES
+
+pytestmark = pytest.mark.e2e
+
+
+def signed_headers(server: Any, method: str, path: str, secret: str | None = None) -> dict[str, str]:
+    credentials = server.data_dir.admin_credentials()
+    request = AWSRequest(method=method, url=f"{server.base_url}{path}")
+    SigV4Auth(
+        Credentials(credentials.access_key_id, secret or credentials.secret_access_key),
+        "execute-api",
+        credentials.region,
+    ).add_auth(request)
+    return dict(request.headers)
+
+
+def token(server: Any, *args: str) -> str:
+    result = server.cli("token", "--data-dir", str(server.data_dir.path), *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_health_answers_200(server: Any) -> None:
+    assert httpx.get(f"{server.base_url}/health").json() == {"status": "ok"}
+
+
+def test_me_is_401_without_a_token_and_200_with_one(server: Any) -> None:
+    assert httpx.get(f"{server.base_url}/api/me").status_code == 401
+    assert httpx.get(f"{server.base_url}/api/me", headers={"Authorization": "Bearer x.y.z"}).status_code == 401
+    bearer = token(server, "--sub", "erin", "--scopes", "documents", "--patient-id", "p-3")
+    response = httpx.get(f"{server.base_url}/api/me", headers={"Authorization": f"Bearer {bearer}"})
+    assert response.status_code == 200
+    assert response.json() == {"kind": "user", "principal": "erin", "scopes": ["documents"], "patient_id": "p-3"}
+
+
+def test_admin_route_needs_a_correct_signature(server: Any) -> None:
+    url = f"{server.base_url}/admin/v1/me"
+    assert httpx.get(url).status_code == 403
+    assert httpx.get(url, headers=signed_headers(server, "GET", "/admin/v1/me", secret="wrong")).status_code == 403
+    bearer = token(server, "--sub", "erin", "--scopes", "chat")
+    assert httpx.get(url, headers={"Authorization": f"Bearer {bearer}"}).status_code == 403
+    response = httpx.get(url, headers=signed_headers(server, "GET", "/admin/v1/me"))
+    assert response.status_code == 200
+    assert response.json()["principal"] == server.data_dir.admin_credentials().principal_arn
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_a_stock_sigv4_client_can_call_admin_routes(server: Any) -> None:
+    credentials = server.data_dir.admin_credentials()
+    result = subprocess.run(
+        [
+            "curl",
+            "-sf",
+            "--aws-sigv4",
+            f"aws:amz:{credentials.region}:execute-api",
+            "--user",
+            f"{credentials.access_key_id}:{credentials.secret_access_key}",
+            f"{server.base_url}/admin/v1/me",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert credentials.principal_arn in result.stdout
+
+
+def test_openapi_and_docs_are_served(server: Any) -> None:
+    document = httpx.get(f"{server.base_url}/openapi.json").json()
+    assert {"/health", "/api/me", "/admin/v1/me"} <= set(document["paths"])
+    docs = httpx.get(f"{server.base_url}/docs")
+    assert docs.status_code == 200 and "<html" in docs.text.lower()
+
+
+def test_local_json_lets_boto3_see_the_embedded_store(server: Any) -> None:
+    endpoints = server.data_dir.endpoints()
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=endpoints.aws_endpoint_url,
+        region_name=endpoints.region,
+        aws_access_key_id="any",
+        aws_secret_access_key="any",
+    )
+    names = set(client.list_tables()["TableNames"])
+    assert {endpoints.tables[spec.name] for spec in TABLES} <= names
+
+
+def test_jobs_run_reaches_the_local_server_through_its_data_dir(server: Any) -> None:
+    result = server.cli("jobs", "run", "heartbeat", "--data-dir", str(server.data_dir.path))
+    assert result.returncode == 0, result.stderr
+    assert '"job": "heartbeat"' in result.stdout
+
+
+def test_a_taken_port_fails_with_one_clear_line(server: Any) -> None:
+    result = server.cli("serve", "--port", str(server.port), "--data-dir", str(server.data_dir.path))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"flowledger: error: port {server.port} on 127.0.0.1 is already in use; pick another with --port"
+    )
+
+
+def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
+    # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
+    server.process.send_signal(signal.SIGINT)
+    assert server.process.wait(timeout=30) == 0
+    output = server.process.stdout.read()
+    assert "dev token" in output and "flowledger: stopped" in output
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{server.base_url}/health", timeout=2)
