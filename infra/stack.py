@@ -10,10 +10,17 @@ from constructs import Construct
 
 from flowledger.api.registry import REST_CAPABILITIES, route_table
 from infra.constructs.api import Api
-from infra.constructs.data import BUCKET_SUFFIX, Data
+from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
+
+# What each capability's function may touch; anything not named here is denied.
+CAPABILITY_ACCESS: dict[str, DataAccess] = {
+    "core": DataAccess(),
+    "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",)),
+}
+JOBS_ACCESS = DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",), write_buckets=("checkpoints",))
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,10 @@ class FlowledgerStack(Stack):
                 description=f"REST routes of the {name} capability",
             )
             api.add_routes(route_table(router), function)
+            data.grant(function, CAPABILITY_ACCESS[name])
             self.capability_functions[name] = function
-        Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
+        jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
+        data.grant(jobs.function, JOBS_ACCESS)
         self.data = data
         CfnOutput(self, "ApiUrl", value=api.rest_api.url)
         Validations.of(self).acknowledge(

@@ -34,6 +34,7 @@ def test_checkpoint_bucket_has_object_lock_and_the_rest_are_versioned(moto_servi
     for spec in BUCKETS:
         name = moto_services.aws.bucket_name(spec.name)
         assert s3.get_bucket_versioning(Bucket=name)["Status"] == "Enabled"
-        if spec.object_lock:
+        if spec.lock_days:
             lock = s3.get_object_lock_configuration(Bucket=name)["ObjectLockConfiguration"]
             assert lock["ObjectLockEnabled"] == "Enabled"
+            assert lock["Rule"]["DefaultRetention"] == {"Mode": "COMPLIANCE", "Days": spec.lock_days}

@@ -33,4 +33,4 @@ def test_physical_names_are_valid_for_dynamodb_and_s3() -> None:
 
 
 def test_only_the_checkpoint_bucket_uses_object_lock() -> None:
-    assert [b.name for b in BUCKETS if b.object_lock] == ["checkpoints"]
+    assert [b.name for b in BUCKETS if b.lock_days] == ["checkpoints"]

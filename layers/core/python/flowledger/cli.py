@@ -86,6 +86,59 @@ def cmd_jobs_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from flowledger.ledger.audit import checkpoints_of, ledger_of, verify_ledger
+
+    services = _store_services(args.data_dir)
+    ledger, store = ledger_of(services), checkpoints_of(services)
+
+    def progress(events, chain_id):  # type: ignore[no-untyped-def]
+        return tqdm(events, desc=chain_id, unit=" events", leave=False, disable=None, file=sys.stderr)
+
+    report = verify_ledger(ledger, store, args.chain, args.from_checkpoint, progress)
+    print(f"checkpoints: {report.checkpoints_checked} checked")
+    for chain in report.chains:
+        state = "BROKEN" if chain.bad else "ok"
+        print(f"{chain.chain_id}: {chain.checked} events checked, head seq {chain.head.seq}, {state}")
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+    bad = report.first_bad_link
+    if bad is not None:
+        print(f"FIRST BAD LINK: {bad.describe()}")
+    print("ledger verified" if report.ok else "ledger verification FAILED")
+    return 0 if report.ok else 1
+
+
+def cmd_audit_proof(args: argparse.Namespace) -> int:
+    from flowledger.ledger.audit import checkpoints_of, ledger_of, prove
+
+    services = _store_services(args.data_dir)
+    proof = prove(ledger_of(services), checkpoints_of(services), args.event_id)
+    out = Path(args.out or f"{args.event_id}.proof.json")
+    out.write_bytes(proof.to_bytes())
+    print(
+        f"wrote {out}: {args.event_id} under checkpoint {proof.checkpoint.checkpoint_id} (root {proof.checkpoint.root})"
+    )
+    return 0
+
+
+def cmd_audit_check_proof(args: argparse.Namespace) -> int:
+    from flowledger.ledger.proofs import InvalidProof, check_proof
+
+    try:
+        proof = check_proof(Path(args.file).read_bytes())
+    except InvalidProof as exc:
+        print(f"proof INVALID: {exc}")
+        return 1
+    print(
+        f"proof OK: {proof.event.event_id} ({proof.event.action}) is in checkpoint "
+        f"{proof.checkpoint.checkpoint_id} with root {proof.checkpoint.root}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowledger", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -119,6 +172,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="a running dev server's data directory; omit to use the AWS environment",
     )
     run.set_defaults(func=cmd_jobs_run)
+
+    audit = commands.add_parser("audit", help="verify the audit ledger, write and check inclusion proofs")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    verify = audit_commands.add_parser("verify", help="recompute every link and checkpoint; exit 1 on a break")
+    verify.add_argument("--chain", action="append", help="only this chain (repeatable), e.g. chain-003")
+    verify.add_argument("--from-checkpoint", help="start at this checkpoint, trusting its chain heads")
+    verify.set_defaults(func=cmd_audit_verify)
+    proof = audit_commands.add_parser("proof", help="write an inclusion proof for one event")
+    proof.add_argument("event_id", help="the event's id, e.g. chain-003.42")
+    proof.add_argument("--out", help="where to write it (default EVENT_ID.proof.json)")
+    proof.set_defaults(func=cmd_audit_proof)
+    for command in (verify, proof):
+        command.add_argument(
+            "--data-dir",
+            default=os.environ.get("FLOWLEDGER_DATA_DIR"),
+            help="a running dev server's data directory; omit to use the AWS environment",
+        )
+    check = audit_commands.add_parser("check-proof", help="check a proof file offline (no store needed)")
+    check.add_argument("file", help="the proof file")
+    check.set_defaults(func=cmd_audit_check_proof)
     return parser
 
 

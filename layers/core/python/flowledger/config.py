@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     )
     aws_region: str = Field("us-east-1", validation_alias="AWS_REGION")
     aws_endpoint_url: str | None = Field(None, validation_alias="AWS_ENDPOINT_URL")
+    # Audit chains per deployment; fixed for a deployment's life (a subject's chain derives from it).
+    ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
 
     # Client authentication (JWT bearer verified against the issuer's JWKS)

@@ -47,6 +47,22 @@ class Conflict(FlowledgerError):
     code = "conflict"
 
 
+class ConditionFailed(Conflict):
+    """A condition on one of the caller's own items in an audited write did not hold."""
+
+    code = "condition_failed"
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class LedgerContention(FlowledgerError):
+    """The chain position stayed contended after every allowed retry; nothing was written."""
+
+    code = "ledger_contention"
+
+
 class PayloadTooLarge(FlowledgerError):
     code = "payload_too_large"
 

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from flowledger.entrypoints import instrumented
 from flowledger.errors import UnknownJob
+from flowledger.ledger.audit import checkpoint_job
 from flowledger.services import Services, bootstrap
 
 logger = Logger(child=True)
@@ -45,6 +46,9 @@ def heartbeat(services: Services) -> JobResult:
 
 JOBS: tuple[Job, ...] = (
     Job("heartbeat", "rate(5 minutes)", "No-op that proves the scheduler reaches the jobs function.", heartbeat),
+    Job(
+        "ledger_checkpoint", "rate(5 minutes)", "Folds every audit chain head into a Merkle checkpoint.", checkpoint_job
+    ),
 )
 
 

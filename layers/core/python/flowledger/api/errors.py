@@ -26,6 +26,7 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.Conflict: HTTPStatus.CONFLICT,
     errors.PayloadTooLarge: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     errors.UnknownJob: HTTPStatus.NOT_FOUND,
+    errors.LedgerContention: HTTPStatus.SERVICE_UNAVAILABLE,
 }
 
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from flowledger.api import core
+from flowledger.api import audit, core
 from flowledger.api.access import Access, access_for
 
 # capability name -> its router; the function folder is functions/<name>/.
 REST_CAPABILITIES: dict[str, Router] = {
     "core": core.router,
+    "audit": audit.router,
 }
 
 

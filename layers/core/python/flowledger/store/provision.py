@@ -58,10 +58,18 @@ def create_bucket(aws: AwsClients, spec: BucketSpec, region: str) -> None:
     request: dict[str, Any] = {"Bucket": name}
     if region != "us-east-1":
         request["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    if spec.object_lock:
+    if spec.lock_days:
         request["ObjectLockEnabledForBucket"] = True
     aws.s3.create_bucket(**request)
-    if spec.versioned and not spec.object_lock:  # Object Lock turns versioning on by itself
+    if spec.lock_days:  # Object Lock turns versioning on by itself
+        aws.s3.put_object_lock_configuration(
+            Bucket=name,
+            ObjectLockConfiguration={
+                "ObjectLockEnabled": "Enabled",
+                "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": spec.lock_days}},
+            },
+        )
+    elif spec.versioned:
         aws.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
 
 

@@ -44,7 +44,9 @@ class TableSpec:
 @dataclass(frozen=True)
 class BucketSpec:
     name: str
-    object_lock: bool = False
+    # Days each object version stays locked in compliance mode (nobody, root included, can delete
+    # or overwrite it); None for no Object Lock.
+    lock_days: int | None = None
     versioned: bool = True
 
 
@@ -79,7 +81,7 @@ TABLES: tuple[TableSpec, ...] = (
 
 BUCKETS: tuple[BucketSpec, ...] = (
     BucketSpec("documents"),
-    BucketSpec("checkpoints", object_lock=True),
+    BucketSpec("checkpoints", lock_days=7 * 365),  # audit evidence outlives HIPAA's six years
     BucketSpec("artifacts"),
 )
 

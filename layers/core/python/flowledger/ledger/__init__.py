@@ -1,0 +1,1 @@
+"""Tamper-evident audit ledger: sharded hash chains, Merkle checkpoints, inclusion proofs."""

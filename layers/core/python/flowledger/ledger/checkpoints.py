@@ -1,0 +1,106 @@
+"""Checkpoints: every chain head folded into one Merkle root, stored where it cannot be rewritten.
+
+Each checkpoint also carries the hash of the one before it, so the checkpoints form a chain of
+their own. In AWS they live in an S3 bucket with Object Lock in compliance mode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flowledger.ledger.chain import Position
+from flowledger.ledger.events import GENESIS_HASH, HexHash, canonical, sha256_hex, timestamp
+from flowledger.ledger.merkle import inclusion_path, merkle_root
+
+PREFIX = "checkpoints/"
+
+
+class ChainHead(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chain_id: str
+    seq: int = Field(ge=1)
+    hash: HexHash
+
+    def leaf(self) -> bytes:
+        """The Merkle leaf of this head: its canonical JSON."""
+        return canonical(self.model_dump())
+
+    @property
+    def position(self) -> Position:
+        return Position(self.seq, self.hash)
+
+
+class Checkpoint(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint_id: str
+    created_at: str
+    heads: list[ChainHead]  # sorted by chain_id; chains with no event yet are absent
+    root: HexHash
+    prev_checkpoint_hash: HexHash
+    hash: HexHash
+
+    def recomputed_hash(self) -> str:
+        return sha256_hex(canonical(self.model_dump(exclude={"hash"})))
+
+    def recomputed_root(self) -> str:
+        return merkle_root([head.leaf() for head in self.heads]).hex()
+
+    def head_of(self, chain_id: str) -> ChainHead | None:
+        return next((head for head in self.heads if head.chain_id == chain_id), None)
+
+    def path_for(self, chain_id: str) -> tuple[int, list[str]]:
+        """The leaf index of a chain's head and its Merkle path (hex)."""
+        index = next(i for i, head in enumerate(self.heads) if head.chain_id == chain_id)
+        return index, [node.hex() for node in inclusion_path(index, [head.leaf() for head in self.heads])]
+
+
+def build_checkpoint(heads: Sequence[ChainHead], previous: Checkpoint | None, at: datetime) -> Checkpoint:
+    """The next checkpoint over ``heads``, linked to ``previous``."""
+    ordered = sorted(heads, key=lambda head: head.chain_id)
+    created = timestamp(at)
+    fields: dict[str, Any] = {
+        "checkpoint_id": created.replace("-", "").replace(":", "").replace(".", ""),
+        "created_at": created,
+        "heads": [head.model_dump() for head in ordered],
+        "root": merkle_root([head.leaf() for head in ordered]).hex(),
+        "prev_checkpoint_hash": previous.hash if previous else GENESIS_HASH,
+    }
+    return Checkpoint(**fields, hash=sha256_hex(canonical(fields)))
+
+
+class CheckpointStore:
+    """Checkpoints as one JSON object each, keyed so that key order is time order."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    def put(self, checkpoint: Checkpoint) -> None:
+        self._s3.put_object(
+            Bucket=self._bucket,
+            Key=f"{PREFIX}{checkpoint.checkpoint_id}.json",
+            Body=canonical(checkpoint.model_dump()),
+            ContentType="application/json",
+        )
+
+    def ids(self) -> list[str]:
+        """Every checkpoint id, oldest first."""
+        found: list[str] = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=PREFIX):
+            found += [obj["Key"][len(PREFIX) : -len(".json")] for obj in page.get("Contents", [])]
+        return sorted(found)
+
+    def get(self, checkpoint_id: str) -> Checkpoint:
+        body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}.json")["Body"].read()
+        return Checkpoint.model_validate(json.loads(body))
+
+    def latest(self) -> Checkpoint | None:
+        ids = self.ids()
+        return self.get(ids[-1]) if ids else None

@@ -1,0 +1,245 @@
+"""The ledger on DynamoDB: one chain per shard, events keyed (chain_id, seq).
+
+An audited write is one ``TransactWriteItems``: the caller's items plus the event, which is
+conditional on its position being free. Two writers can never take the same position (no fork),
+and a writer only ever extends the head it read (no gap). The head of each chain is cached per
+process, so a warm writer pays one request and no read.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from flowledger.errors import ConditionFailed, LedgerContention
+from flowledger.ledger.chain import GENESIS, Position
+from flowledger.ledger.events import AuditEntry, AuditEvent, seal, shard_for
+
+MAX_ATTEMPTS = 8
+BASE_BACKOFF_SECONDS = 0.005
+MAX_BACKOFF_SECONDS = 0.2
+# Codes of a cancelled transaction that another writer caused: worth a retry at a fresh position.
+_CONTENDED = {"ConditionalCheckFailed", "TransactionConflict"}
+
+
+def to_item(event: AuditEvent) -> dict[str, Any]:
+    """The DynamoDB item of an event (low-level attribute values)."""
+    return {
+        "chain_id": {"S": event.chain_id},
+        "seq": {"N": str(event.seq)},
+        "event_id": {"S": event.event_id},
+        "action": {"S": event.action},
+        "actor": {"S": event.actor},
+        "subject": {"S": event.subject},
+        "refs": {"M": {k: {"S": v} for k, v in event.refs.items()}},
+        "payload": {"M": {k: _value(v) for k, v in event.payload.items()}},
+        "at": {"S": event.at},
+        "prev_hash": {"S": event.prev_hash},
+        "hash": {"S": event.hash},
+    }
+
+
+def _value(value: int | bool | str | None) -> dict[str, Any]:
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int):
+        return {"N": str(value)}
+    return {"S": value}
+
+
+def _plain(attribute: dict[str, Any]) -> int | bool | str | None:
+    if "NULL" in attribute:
+        return None
+    if "BOOL" in attribute:
+        return bool(attribute["BOOL"])
+    if "N" in attribute:
+        return int(attribute["N"])
+    return str(attribute["S"])
+
+
+def from_item(item: Mapping[str, Any]) -> AuditEvent:
+    """The event stored in a DynamoDB item; raises if the item is not a well-formed event."""
+    return AuditEvent.model_validate(
+        {
+            "chain_id": item["chain_id"]["S"],
+            "seq": int(item["seq"]["N"]),
+            "event_id": item["event_id"]["S"],
+            "action": item["action"]["S"],
+            "actor": item["actor"]["S"],
+            "subject": item["subject"]["S"],
+            "refs": {k: v["S"] for k, v in item.get("refs", {}).get("M", {}).items()},
+            "payload": {k: _plain(v) for k, v in item.get("payload", {}).get("M", {}).items()},
+            "at": item["at"]["S"],
+            "prev_hash": item["prev_hash"]["S"],
+            "hash": item["hash"]["S"],
+        }
+    )
+
+
+class Ledger:
+    """Appends audited writes and reads chains back."""
+
+    def __init__(
+        self,
+        dynamodb: Any,
+        table_name: str,
+        shards: int,
+        clock: Callable[[], datetime],
+        max_attempts: int = MAX_ATTEMPTS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._db = dynamodb
+        self._table = table_name
+        self.shards = shards
+        self._clock = clock
+        self._max_attempts = max_attempts
+        self._sleep = sleep
+        self._heads: dict[str, Position] = {}
+        self._lock = threading.Lock()
+
+    def chain_ids(self) -> list[str]:
+        return [f"chain-{n:03d}" for n in range(self.shards)]
+
+    def append(self, entry: AuditEntry, domain_items: Sequence[Mapping[str, Any]] = ()) -> AuditEvent:
+        """Write ``domain_items`` (``TransactWriteItems`` entries) and the event for ``entry`` atomically.
+
+        Raises :class:`ConditionFailed` when a condition on a caller's item fails, and
+        :class:`LedgerContention` when the chain position stays contended; either way nothing
+        is written.
+        """
+        chain_id = shard_for(entry.subject, self.shards)
+        for attempt in range(self._max_attempts):
+            head = self._cached_head(chain_id)
+            event = seal(entry, chain_id, head.seq + 1, head.hash, self._clock())
+            put = {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": to_item(event),
+                    "ConditionExpression": "attribute_not_exists(seq)",
+                }
+            }
+            try:
+                self._db.transact_write_items(TransactItems=[*domain_items, put])
+            except ClientError as exc:
+                if not self._contended(exc, len(domain_items)):
+                    raise
+                self._forget(chain_id)
+                self._sleep(random.uniform(0, min(MAX_BACKOFF_SECONDS, BASE_BACKOFF_SECONDS * 2**attempt)))  # noqa: S311
+                continue
+            self._remember(chain_id, Position(event.seq, event.hash))
+            return event
+        raise LedgerContention(
+            f"audit chain {chain_id} stayed contended after {self._max_attempts} attempts; "
+            "nothing was written, retry the request"
+        )
+
+    def _contended(self, exc: ClientError, domain_count: int) -> bool:
+        """True when another writer took the position; raises if the caller's own condition failed."""
+        if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            return False
+        reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+        for index, code in enumerate(reasons[:domain_count]):
+            if code == "ConditionalCheckFailed":
+                raise ConditionFailed(f"the condition on item {index} of the write did not hold", index) from None
+        return any(code in _CONTENDED for code in reasons)
+
+    def _cached_head(self, chain_id: str) -> Position:
+        with self._lock:
+            cached = self._heads.get(chain_id)
+        return cached if cached is not None else self.head(chain_id)
+
+    def _remember(self, chain_id: str, position: Position) -> None:
+        with self._lock:
+            current = self._heads.get(chain_id)
+            if current is None or position.seq > current.seq:
+                self._heads[chain_id] = position
+
+    def _forget(self, chain_id: str) -> None:
+        with self._lock:
+            self._heads.pop(chain_id, None)
+
+    def head(self, chain_id: str) -> Position:
+        """The chain's last stored position (one strongly consistent read)."""
+        response = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="chain_id = :c",
+            ExpressionAttributeValues={":c": {"S": chain_id}},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+            ProjectionExpression="seq, #h",
+            ExpressionAttributeNames={"#h": "hash"},
+        )
+        items = response.get("Items", [])
+        if not items:
+            return GENESIS
+        return Position(int(items[0]["seq"]["N"]), items[0]["hash"]["S"])
+
+    def read_chain(self, chain_id: str, after_seq: int = 0, until_seq: int | None = None) -> Iterator[AuditEvent]:
+        """The chain's events in order, from ``after_seq + 1`` (to ``until_seq``), page by page."""
+        condition = "chain_id = :c AND seq > :s"
+        values: dict[str, Any] = {":c": {"S": chain_id}, ":s": {"N": str(after_seq)}}
+        if until_seq is not None:
+            condition = "chain_id = :c AND seq BETWEEN :s AND :u"
+            values = {":c": {"S": chain_id}, ":s": {"N": str(after_seq + 1)}, ":u": {"N": str(until_seq)}}
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._db.query(**request)
+            for item in response.get("Items", []):
+                yield from_item(item)
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def event(self, chain_id: str, seq: int) -> AuditEvent | None:
+        response = self._db.get_item(
+            TableName=self._table, ConsistentRead=True, Key={"chain_id": {"S": chain_id}, "seq": {"N": str(seq)}}
+        )
+        return from_item(response["Item"]) if "Item" in response else None
+
+    def query_page(
+        self, chain_id: str, after_seq: int, limit: int, filters: Mapping[str, str], since: str | None
+    ) -> tuple[list[AuditEvent], int | None]:
+        """Up to ``limit`` matching events after ``after_seq``, and the seq to resume after (None at the end)."""
+        clauses, names = [], {}
+        values: dict[str, Any] = {":c": {"S": chain_id}, ":s": {"N": str(after_seq)}}
+        for position, (attribute, wanted) in enumerate(sorted(filters.items())):
+            names[f"#f{position}"] = attribute
+            values[f":f{position}"] = {"S": wanted}
+            clauses.append(f"#f{position} = :f{position}")
+        if since is not None:
+            names["#at"] = "at"
+            values[":since"] = {"S": since}
+            clauses.append("#at >= :since")
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "chain_id = :c AND seq > :s",
+            "ExpressionAttributeValues": values,
+            "Limit": max(limit, 100),
+        }
+        if clauses:
+            request["FilterExpression"] = " AND ".join(clauses)
+            request["ExpressionAttributeNames"] = names
+        found: list[AuditEvent] = []
+        while True:
+            response = self._db.query(**request)
+            for item in response.get("Items", []):
+                found.append(from_item(item))
+                if len(found) == limit:
+                    return found, found[-1].seq
+            if "LastEvaluatedKey" not in response:
+                return found, None
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
