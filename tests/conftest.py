@@ -5,12 +5,16 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+# jsii warns on every CDK import under Node 20; the CDK works on it (see ARCHITECTURE.md section 2).
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = Path(__file__).parent / "fixtures" / "events"
@@ -47,6 +51,7 @@ def rest_event() -> Callable[..., dict[str, Any]]:
         authorizer: dict[str, str] | None = None,
         user_arn: str | None = None,
         headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         event = copy.deepcopy(load_event("rest_request"))
         event.update(httpMethod=method, path=path)
@@ -59,6 +64,9 @@ def rest_event() -> Callable[..., dict[str, Any]]:
         if user_arn is not None:
             event["requestContext"]["identity"]["userArn"] = user_arn
         event["headers"].update(headers or {})
+        if query:
+            event["queryStringParameters"] = dict(query)
+            event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()}
         return event
 
     return build

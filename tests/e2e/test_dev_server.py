@@ -116,6 +116,17 @@ def test_a_taken_port_fails_with_one_clear_line(server: Any) -> None:
     )
 
 
+def test_checkpoint_job_verify_and_the_latest_checkpoint_route(server: Any) -> None:
+    data_dir = str(server.data_dir.path)
+    assert server.cli("jobs", "run", "ledger_checkpoint", "--data-dir", data_dir).returncode == 0
+    verified = server.cli("audit", "verify", "--data-dir", data_dir)
+    assert verified.returncode == 0 and "ledger verified" in verified.stdout
+    path = "/admin/v1/audit/checkpoints/latest"
+    assert httpx.get(f"{server.base_url}{path}").status_code == 403
+    response = httpx.get(f"{server.base_url}{path}", headers=signed_headers(server, "GET", path))
+    assert response.status_code == 200 and len(response.json()["root"]) == 64
+
+
 def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
     # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
     server.process.send_signal(signal.SIGINT)

@@ -37,4 +37,5 @@ def test_checkpoint_bucket_has_object_lock_and_the_rest_are_versioned(moto_servi
         if spec.lock_days:
             lock = s3.get_object_lock_configuration(Bucket=name)["ObjectLockConfiguration"]
             assert lock["ObjectLockEnabled"] == "Enabled"
-            assert lock["Rule"]["DefaultRetention"] == {"Mode": "COMPLIANCE", "Days": spec.lock_days}
+            retention = lock["Rule"]["DefaultRetention"]
+            assert (retention["Mode"], retention["Days"]) == ("COMPLIANCE", spec.lock_days)

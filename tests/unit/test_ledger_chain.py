@@ -87,7 +87,7 @@ def test_inserting_an_event_is_reported_where_it_went(events: list[AuditEvent], 
     # Keys are (chain, seq): an insertion takes seq index+1 and pushes the rest one place on.
     inserted = donor.model_copy(update={"seq": index + 1, "event_id": f"{CHAIN}.{index + 1}"})
     shifted = [e.model_copy(update={"seq": e.seq + 1, "event_id": f"{CHAIN}.{e.seq + 1}"}) for e in events[index:]]
-    assert first_bad_seq(events[:index] + [inserted] + shifted, events) == index + 1
+    assert first_bad_seq([*events[:index], inserted, *shifted], events) == index + 1
 
 
 @given(chains, st.data())
