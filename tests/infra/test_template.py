@@ -134,3 +134,32 @@ def test_cdk_nag_fails_the_synth_on_an_unacknowledged_finding() -> None:
 
 def test_the_app_synthesizes_with_every_finding_acknowledged(app: App) -> None:
     assert app.synth().get_stack_by_name("Flowledger").template["Resources"]
+
+
+def _actions_by_role(resources: dict[str, Any]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for policy in of_type(resources, "AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            actions = found.setdefault(role["Ref"], set())
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                listed = statement["Action"]
+                actions.update([listed] if isinstance(listed, str) else listed)
+    return found
+
+
+def _role_of(resources: dict[str, Any], path_fragment: str) -> str:
+    for function_id, function in of_type(resources, "AWS::Lambda::Function").items():
+        if path_fragment in function_id:
+            return str(function["Properties"]["Role"]["Fn::GetAtt"][0])
+    raise AssertionError(f"no function {path_fragment}")
+
+
+def test_roles_get_only_what_their_capability_needs(resources: dict[str, Any]) -> None:
+    actions = _actions_by_role(resources)
+    audit = actions[_role_of(resources, "Functionaudit")]
+    assert "dynamodb:Query" in audit and "s3:GetObject*" in audit
+    assert not any(a.startswith(("dynamodb:Put", "dynamodb:Update", "dynamodb:Delete", "s3:Put")) for a in audit)
+    jobs = actions[_role_of(resources, "JobsFunction")]
+    assert "s3:PutObject" in jobs and not any(a.startswith("dynamodb:Put") for a in jobs)
+    core = actions.get(_role_of(resources, "Functioncore"), set())
+    assert not any(a.startswith(("dynamodb:", "s3:")) for a in core)
