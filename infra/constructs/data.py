@@ -115,10 +115,17 @@ class Data(Construct):
             removal_policy=RemovalPolicy.RETAIN,
         )
         for index in spec.indexes:
+            projection = dynamodb.ProjectionType.ALL
+            if index.include == ():
+                projection = dynamodb.ProjectionType.KEYS_ONLY
+            elif index.include:
+                projection = dynamodb.ProjectionType.INCLUDE
             table.add_global_secondary_index(
                 index_name=index.name,
                 partition_key=_attribute(index.partition),
                 sort_key=_attribute(index.sort) if index.sort else None,
+                projection_type=projection,
+                non_key_attributes=list(index.include) if index.include else None,
             )
         return table
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -12,6 +12,7 @@ import pytest
 from moto import mock_aws
 
 from flowledger.config import load_settings
+from flowledger.ledger.store import Ledger
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
@@ -23,6 +24,17 @@ def moto_services(clean_environment: None) -> Iterator[Services]:
     """Services against moto patched in-process (no server)."""
     with mock_aws():
         yield build_services(load_settings(), EMBEDDED_CREDENTIALS)
+
+
+@pytest.fixture
+def fresh_ledger() -> Callable[[Services], Ledger]:
+    """Ledgers with their own empty head cache, as other processes would have."""
+
+    def make(services: Services) -> Ledger:
+        return Ledger(services.aws.dynamodb, services.aws.table_name("ledger"), services.settings.ledger_shards,
+                      services.clock)
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 
 from flowledger.cli import main
 from flowledger.config import load_settings
-from flowledger.ledger.audit import checkpoints_of, ledger_of, take_checkpoint
+from flowledger.ledger.audit import checkpoints_of, take_checkpoint
 from flowledger.ledger.events import AuditEntry, AuditEvent
 from flowledger.local.datadir import DataDir, LocalEndpoints
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
@@ -35,7 +35,7 @@ def store(data_dir: DataDir, locked_moto: str, tmp_path: Path) -> tuple[Services
             buckets={},
         )
     )
-    ledger = ledger_of(services)
+    ledger = services.ledger
     events = [
         ledger.append(AuditEntry(action="reasoning.flow.started", actor="user:a", subject=f"flow:{n}"))
         for n in range(12)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flowledger.ledger.audit import checkpoints_of, ledger_of, take_checkpoint
+from flowledger.ledger.audit import checkpoints_of, take_checkpoint
 from flowledger.ledger.events import AuditEntry, AuditEvent
 from flowledger.services import Services, bootstrap
 from flowledger.store.provision import provision_all
@@ -23,7 +23,7 @@ def stored(moto_services: Services) -> Iterator[list[AuditEvent]]:
     provision_all(moto_services.aws, "us-east-1")
     ticks = iter(range(1000))
     moto_services.clock = lambda: T0 + timedelta(minutes=next(ticks))
-    ledger = ledger_of(moto_services)
+    ledger = moto_services.ledger
     events = [
         ledger.append(AuditEntry(action=action, actor="user:a", subject=f"flow:{n % 3}"))
         for n, action in enumerate(["reasoning.flow.started", "reasoning.step.created"] * 5)
@@ -76,7 +76,7 @@ def test_latest_checkpoint_is_404_until_one_is_taken(
     stored: list[AuditEvent], get: Any, moto_services: Services
 ) -> None:
     assert get("/admin/v1/audit/checkpoints/latest")[0] == 404
-    taken = take_checkpoint(ledger_of(moto_services), checkpoints_of(moto_services), moto_services)
+    taken = take_checkpoint(moto_services.ledger, checkpoints_of(moto_services), moto_services)
     status, body = get("/admin/v1/audit/checkpoints/latest")
     assert status == 200 and body["checkpoint_id"] == taken["checkpoint_id"]
     assert sum(head["seq"] for head in body["heads"]) == len(stored)

@@ -12,7 +12,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
 from flowledger.errors import ConditionFailed, LedgerContention
-from flowledger.ledger.audit import checkpoints_of, ledger_of, prove, take_checkpoint, verify_ledger
+from flowledger.ledger.audit import checkpoints_of, prove, take_checkpoint, verify_ledger
 from flowledger.ledger.events import AuditEntry, event_id, seal, shard_for
 from flowledger.ledger.proofs import check_proof
 from flowledger.ledger.store import Ledger, to_item
@@ -29,7 +29,7 @@ def services(moto_services: Services) -> Services:
 
 @pytest.fixture
 def ledger(services: Services) -> Ledger:
-    return ledger_of(services)
+    return services.ledger
 
 
 @pytest.fixture
@@ -73,8 +73,10 @@ def test_domain_item_and_event_are_written_together(services: Services, ledger: 
     assert (event.seq, event.chain_id) == (1, shard_for("claim:c1", 16))
 
 
-def test_a_warm_append_is_one_request_and_a_cold_one_adds_one_read(services: Services, calls: Counter[str]) -> None:
-    cold = ledger_of(services)
+def test_a_warm_append_is_one_request_and_a_cold_one_adds_one_read(
+    services: Services, calls: Counter[str], fresh_ledger: Any
+) -> None:
+    cold = fresh_ledger(services)
     cold.append(entry("claim:a"), [claim_put(services, "a")])
     assert calls == {"TransactWriteItems": 1, "Query": 1}
     calls.clear()
@@ -82,8 +84,8 @@ def test_a_warm_append_is_one_request_and_a_cold_one_adds_one_read(services: Ser
     assert calls == {"TransactWriteItems": 1}
 
 
-def test_a_stale_cached_head_retries_at_the_next_position(services: Services) -> None:
-    first, second = ledger_of(services), ledger_of(services)
+def test_a_stale_cached_head_retries_at_the_next_position(services: Services, fresh_ledger: Any) -> None:
+    first, second = fresh_ledger(services), fresh_ledger(services)
     first.append(entry("flow:x"))
     second.append(entry("flow:x"))  # second now caches seq 2
     third = first.append(entry("flow:x"))  # first's cache says seq 1: its write at 2 collides, then lands at 3

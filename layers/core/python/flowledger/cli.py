@@ -89,10 +89,10 @@ def cmd_jobs_run(args: argparse.Namespace) -> int:
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from flowledger.ledger.audit import checkpoints_of, ledger_of, verify_ledger
+    from flowledger.ledger.audit import checkpoints_of, verify_ledger
 
     services = _store_services(args.data_dir)
-    ledger, store = ledger_of(services), checkpoints_of(services)
+    ledger, store = services.ledger, checkpoints_of(services)
 
     def progress(events, chain_id):  # type: ignore[no-untyped-def]
         return tqdm(events, desc=chain_id, unit=" events", leave=False, disable=None, file=sys.stderr)
@@ -112,10 +112,10 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_proof(args: argparse.Namespace) -> int:
-    from flowledger.ledger.audit import checkpoints_of, ledger_of, prove
+    from flowledger.ledger.audit import checkpoints_of, prove
 
     services = _store_services(args.data_dir)
-    proof = prove(ledger_of(services), checkpoints_of(services), args.event_id)
+    proof = prove(services.ledger, checkpoints_of(services), args.event_id)
     out = Path(args.out or f"{args.event_id}.proof.json")
     out.write_bytes(proof.to_bytes())
     print(

@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     )
     aws_region: str = Field("us-east-1", validation_alias="AWS_REGION")
     aws_endpoint_url: str | None = Field(None, validation_alias="AWS_ENDPOINT_URL")
+    # The customer-managed key for envelope encryption of PII fields (an id, ARN or alias).
+    kms_key_id: str | None = Field(None, validation_alias="FLOWLEDGER_KMS_KEY_ID")
     # Audit chains per deployment; fixed for a deployment's life (a subject's chain derives from it).
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
@@ -78,6 +80,11 @@ class Settings(BaseSettings):
         ):
             raise ValueError("PATHWAY_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
         return self
+
+    @property
+    def data_key_id(self) -> str:
+        """The KMS key that seals PII fields: the configured one, else the deployment's alias."""
+        return self.kms_key_id or f"alias/{self.resource_prefix}-data"
 
     @property
     def uses_offline_model(self) -> bool:

@@ -67,5 +67,15 @@ class PayloadTooLarge(FlowledgerError):
     code = "payload_too_large"
 
 
+class RateLimited(FlowledgerError):
+    """Too many requests in the current window; retry after ``retry_after_seconds``."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class UnknownJob(FlowledgerError):
     code = "unknown_job"

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, cached_property
 
 from flowledger.config import Settings, load_settings
+from flowledger.ledger.store import Ledger
+from flowledger.metrics import EmfMetrics, MetricsSink
+from flowledger.reasoning.envelope import FieldSealer
 from flowledger.store.aws import AwsClients
 
 
@@ -17,9 +20,21 @@ def utc_now() -> datetime:
 
 @dataclass
 class Services:
+    """Per-process collaborators; the stateful ones (head cache, data keys) are made once, on first use."""
+
     settings: Settings
     aws: AwsClients
     clock: Callable[[], datetime] = field(default=utc_now)
+    metrics: MetricsSink = field(default_factory=EmfMetrics)
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        return Ledger(self.aws.dynamodb, self.aws.table_name("ledger"), self.settings.ledger_shards,
+                      lambda: self.clock())
+
+    @cached_property
+    def sealer(self) -> FieldSealer:
+        return FieldSealer(self.aws.kms, self.settings.data_key_id)
 
 
 def build_services(settings: Settings, static_credentials: tuple[str, str] | None = None) -> Services:

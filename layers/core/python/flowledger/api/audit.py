@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal
 from flowledger.errors import InvalidInput, NotFound
-from flowledger.ledger.audit import checkpoints_of, ledger_of
+from flowledger.ledger.audit import checkpoints_of
 from flowledger.ledger.checkpoints import Checkpoint
 from flowledger.ledger.events import AuditEvent, shard_for, timestamp
 
@@ -54,7 +54,7 @@ def list_events(
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> EventsPage:
     iam_principal(router.current_event.raw_event)
-    ledger = ledger_of(services_of(router))
+    ledger = services_of(router).ledger
     # A subject lives on one chain; without one, every chain is read in order.
     chains = [shard_for(subject, ledger.shards)] if subject else ledger.chain_ids()
     filters = {name: value for name, value in (("subject", subject), ("action", action)) if value}

@@ -27,6 +27,7 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.PayloadTooLarge: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     errors.UnknownJob: HTTPStatus.NOT_FOUND,
     errors.LedgerContention: HTTPStatus.SERVICE_UNAVAILABLE,
+    errors.RateLimited: HTTPStatus.TOO_MANY_REQUESTS,
 }
 
 
@@ -38,11 +39,13 @@ def status_for(exc: errors.FlowledgerError) -> HTTPStatus:
     return HTTPStatus.BAD_REQUEST
 
 
-def error_response(status: HTTPStatus, code: str, message: str, **extra: Any) -> Response[Any]:
+def error_response(status: HTTPStatus, code: str, message: str, headers: dict[str, str] | None = None,
+                   **extra: Any) -> Response[Any]:
     return Response(
         status_code=status.value,
         content_type=content_types.APPLICATION_JSON,
         body={"error": code, "message": message, **extra},
+        headers=headers,
     )
 
 
@@ -51,7 +54,8 @@ def register_error_handlers(app: ApiGatewayResolver) -> None:
 
     @app.exception_handler(errors.FlowledgerError)
     def _domain(exc: errors.FlowledgerError) -> Response[Any]:
-        return error_response(status_for(exc), exc.code, exc.message)
+        headers = ({"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, errors.RateLimited) else None)
+        return error_response(status_for(exc), exc.code, exc.message, headers)
 
     @app.exception_handler(RequestValidationError)
     def _validation(exc: RequestValidationError) -> Response[Any]:

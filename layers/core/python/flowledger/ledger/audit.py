@@ -14,12 +14,6 @@ from flowledger.ledger.store import Ledger
 from flowledger.services import Services
 
 
-def ledger_of(services: Services) -> Ledger:
-    return Ledger(
-        services.aws.dynamodb, services.aws.table_name("ledger"), services.settings.ledger_shards, services.clock
-    )
-
-
 def checkpoints_of(services: Services) -> CheckpointStore:
     return CheckpointStore(services.aws.s3, services.aws.bucket_name("checkpoints"))
 
@@ -122,4 +116,4 @@ def prove(ledger: Ledger, store: CheckpointStore, event_id: str) -> InclusionPro
 
 def checkpoint_job(services: Services) -> dict[str, object]:
     """The scheduled job: take a checkpoint of every chain head."""
-    return take_checkpoint(ledger_of(services), checkpoints_of(services), services)
+    return take_checkpoint(services.ledger, checkpoints_of(services), services)

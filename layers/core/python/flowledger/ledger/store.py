@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 from flowledger.errors import ConditionFailed, LedgerContention
 from flowledger.ledger.chain import GENESIS, Position
 from flowledger.ledger.events import AuditEntry, AuditEvent, seal, shard_for
+from flowledger.store import items
 
 MAX_ATTEMPTS = 8
 BASE_BACKOFF_SECONDS = 0.005
@@ -30,58 +31,12 @@ _CONTENDED = {"ConditionalCheckFailed", "TransactionConflict"}
 
 def to_item(event: AuditEvent) -> dict[str, Any]:
     """The DynamoDB item of an event (low-level attribute values)."""
-    return {
-        "chain_id": {"S": event.chain_id},
-        "seq": {"N": str(event.seq)},
-        "event_id": {"S": event.event_id},
-        "action": {"S": event.action},
-        "actor": {"S": event.actor},
-        "subject": {"S": event.subject},
-        "refs": {"M": {k: {"S": v} for k, v in event.refs.items()}},
-        "payload": {"M": {k: _value(v) for k, v in event.payload.items()}},
-        "at": {"S": event.at},
-        "prev_hash": {"S": event.prev_hash},
-        "hash": {"S": event.hash},
-    }
-
-
-def _value(value: int | bool | str | None) -> dict[str, Any]:
-    if value is None:
-        return {"NULL": True}
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, int):
-        return {"N": str(value)}
-    return {"S": value}
-
-
-def _plain(attribute: dict[str, Any]) -> int | bool | str | None:
-    if "NULL" in attribute:
-        return None
-    if "BOOL" in attribute:
-        return bool(attribute["BOOL"])
-    if "N" in attribute:
-        return int(attribute["N"])
-    return str(attribute["S"])
+    return items.to_item(event.model_dump())
 
 
 def from_item(item: Mapping[str, Any]) -> AuditEvent:
     """The event stored in a DynamoDB item; raises if the item is not a well-formed event."""
-    return AuditEvent.model_validate(
-        {
-            "chain_id": item["chain_id"]["S"],
-            "seq": int(item["seq"]["N"]),
-            "event_id": item["event_id"]["S"],
-            "action": item["action"]["S"],
-            "actor": item["actor"]["S"],
-            "subject": item["subject"]["S"],
-            "refs": {k: v["S"] for k, v in item.get("refs", {}).get("M", {}).items()},
-            "payload": {k: _plain(v) for k, v in item.get("payload", {}).get("M", {}).items()},
-            "at": item["at"]["S"],
-            "prev_hash": item["prev_hash"]["S"],
-            "hash": item["hash"]["S"],
-        }
-    )
+    return AuditEvent.model_validate(items.from_item(item))
 
 
 class Ledger:

@@ -19,11 +19,12 @@ def _key_schema(partition: Key, sort: Key | None) -> list[dict[str, str]]:
 
 
 def _index(index: Index) -> dict[str, Any]:
-    return {
-        "IndexName": index.name,
-        "KeySchema": _key_schema(index.partition, index.sort),
-        "Projection": {"ProjectionType": "ALL"},
-    }
+    projection: dict[str, Any] = {"ProjectionType": "ALL"}
+    if index.include == ():
+        projection = {"ProjectionType": "KEYS_ONLY"}
+    elif index.include:
+        projection = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)}
+    return {"IndexName": index.name, "KeySchema": _key_schema(index.partition, index.sort), "Projection": projection}
 
 
 def create_table(aws: AwsClients, spec: TableSpec) -> None:

@@ -23,6 +23,9 @@ class Index:
     name: str
     partition: Key
     sort: Key | None = None
+    # None projects every attribute; a tuple projects the keys plus those attributes. Leaving
+    # often-updated attributes out keeps updates of them from writing to the index too.
+    include: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class BucketSpec:
 
 
 _CREATED = Key("created_at")
+# What a flow listing shows; none of it changes while steps are recorded.
+_FLOW_SUMMARY = ("trigger_type", "trigger_ref", "trace_id", "patient_id", "flow_state", "closed_at", "created_by")
 
 TABLES: tuple[TableSpec, ...] = (
     TableSpec(

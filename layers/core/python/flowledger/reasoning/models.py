@@ -1,0 +1,164 @@
+"""Bodies and views of the reasoning routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from flowledger.reasoning.dimensions import Dimensions
+from flowledger.reasoning.guard import MAX_SUMMARY_CHARS
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
+Ref = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Summary = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SUMMARY_CHARS)]
+OpaqueId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+MAX_STEPS_PER_FLOW = 500
+MAX_STEP_PAYLOAD_BYTES = 64 * 1024
+MAX_PARENTS = 16
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FlowStart(_Strict):
+    trigger_type: Name
+    trigger_ref: Ref
+    trigger_summary: Summary
+    trace_id: OpaqueId | None = None
+    patient_id: OpaqueId | None = None
+
+
+class BackRefs(_Strict):
+    llm_call_log_ref: Ref | None = None
+    experiment_trace_ref: Ref | None = None
+    decision_graph_node_ref: Ref | None = None
+    memory_claim_ref: Ref | None = None
+
+
+class PiiFields(_Strict):
+    inputs: list[str] = Field(default_factory=list, max_length=64)
+    outputs: list[str] = Field(default_factory=list, max_length=64)
+
+
+class StepCreate(_Strict):
+    step_id: Annotated[str, StringConstraints(pattern=r"^st_[0-9A-Z]{26}$")] | None = Field(
+        None, description="client-chosen id (st_ + ULID) so a retried write is recognised")
+    step_kind: Name
+    agent: Name
+    summary_text: Summary
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    pii_fields: PiiFields = Field(default_factory=PiiFields)
+    latency_ms: int | None = Field(None, ge=0, le=86_400_000)
+    confidence: float | None = Field(None, ge=0, le=1)
+    back_refs: BackRefs = Field(default_factory=BackRefs)
+    parent_step_ids: list[Annotated[str, StringConstraints(pattern=r"^st_[0-9A-Z]{26}$")]] = Field(
+        default_factory=list, max_length=MAX_PARENTS)
+
+    @model_validator(mode="after")
+    def _pii_fields_are_declared_fields(self) -> StepCreate:
+        for side in ("inputs", "outputs"):
+            missing = set(getattr(self.pii_fields, side)) - set(getattr(self, side))
+            if missing:
+                raise ValueError(f"pii_fields.{side} names fields not in {side}: {', '.join(sorted(missing))}")
+        return self
+
+
+class Outcome(_Strict):
+    type: Literal["claim_created", "recommendation_delivered", "no_action", "insufficient_evidence", "error",
+                  "timeout"]
+    summary: Summary
+    confidence: float | None = Field(None, ge=0, le=1)
+
+
+class FlowClose(_Strict):
+    state: Literal["completed", "aborted"]
+    outcome: Outcome
+    reason: Name | None = None
+
+
+class ConsentChange(_Strict):
+    reasoning_read: bool
+
+
+class Consent(BaseModel):
+    patient_id: str
+    reasoning_read: bool
+    changed_at: str
+
+
+class FlowView(BaseModel):
+    flow_id: str
+    trigger_type: str
+    trigger_ref: str
+    trigger_summary: str
+    trace_id: str | None
+    patient_id: str | None
+    flow_state: Literal["active", "completed", "aborted"]
+    created_by: str
+    created_at: str
+    closed_at: str | None = None
+    step_count: int
+    outcome: Outcome | None = None
+    abort_reason: str | None = None
+    patient_safe_summary: bool | None = None
+    dimensions_snapshot: Dimensions | None = None
+
+
+class StepView(BaseModel):
+    step_id: str
+    flow_id: str
+    step_kind: str
+    agent: str
+    summary_text: str
+    latency_ms: int | None
+    confidence: float | None
+    parent_step_ids: list[str]
+    created_at: str
+
+
+class AdminStepView(StepView):
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    pii_fields: PiiFields
+    back_refs: BackRefs
+
+
+class AdminFlowView(BaseModel):
+    flow: FlowView
+    steps: list[AdminStepView]
+    dimensions: Dimensions
+
+
+class FlowPage(BaseModel):
+    flows: list[FlowView]
+    next_cursor: str | None
+
+
+class NarrativeStep(BaseModel):
+    agent_label: str
+    summary: str
+    at: str
+
+
+class RadarAxis(BaseModel):
+    label: str
+    score: int
+    bucket: str
+
+
+class Narrative(BaseModel):
+    flow_id: str
+    trigger_summary: str
+    steps: list[NarrativeStep]
+    outcome_summary: str
+    radar: list[RadarAxis]
+    disclaimer: str
+
+
+class InProgress(BaseModel):
+    flow_id: str
+    state: Literal["active"]
+    steps_so_far: int
