@@ -19,8 +19,14 @@ from infra.constructs.layers import Layers
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
     "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",)),
+    "reasoning": DataAccess(write_tables=("flows", "steps", "consents", "rate_limits", "ledger"), seal_fields=True),
 }
-JOBS_ACCESS = DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",), write_buckets=("checkpoints",))
+JOBS_ACCESS = DataAccess(
+    read_tables=("steps",),
+    write_tables=("ledger", "flows"),
+    read_buckets=("checkpoints",),
+    write_buckets=("checkpoints",),
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class FlowledgerStack(Stack):
             environment={
                 "FLOWLEDGER_RESOURCE_PREFIX": settings.prefix,
                 "FLOWLEDGER_BUCKET_SUFFIX": BUCKET_SUFFIX,
+                "FLOWLEDGER_KMS_KEY_ID": data.key.key_arn,
                 "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
             },
@@ -58,7 +65,7 @@ class FlowledgerStack(Stack):
             jwt_audience=settings.jwt_audience,
         )
         self.capability_functions = {}
-        for name, router in REST_CAPABILITIES.items():
+        for name, routers in REST_CAPABILITIES.items():
             function = python_function(
                 self,
                 f"Function-{name}",
@@ -66,7 +73,7 @@ class FlowledgerStack(Stack):
                 defaults=defaults,
                 description=f"REST routes of the {name} capability",
             )
-            api.add_routes(route_table(router), function)
+            api.add_routes(route_table(*routers), function)
             data.grant(function, CAPABILITY_ACCESS[name])
             self.capability_functions[name] = function
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)

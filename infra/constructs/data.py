@@ -32,6 +32,7 @@ class DataAccess:
     write_tables: tuple[str, ...] = ()
     read_buckets: tuple[str, ...] = ()
     write_buckets: tuple[str, ...] = ()
+    seal_fields: bool = False  # envelope-encrypts PII fields with the data key
 
 
 def _attribute(key: Key) -> dynamodb.Attribute:
@@ -50,6 +51,7 @@ class Data(Construct):
             enable_key_rotation=True,
             description="Flowledger data at rest",
             removal_policy=RemovalPolicy.RETAIN,
+            alias=f"alias/{prefix}-data",
         )
         self.tables = {spec.name: self._table(spec, prefix) for spec in TABLES}
         self.access_logs = s3.Bucket(
@@ -88,6 +90,8 @@ class Data(Construct):
         for name in {*access.read_buckets, *access.write_buckets}:
             bucket_id = stack.get_logical_id(self.buckets[name].node.default_child)  # type: ignore[arg-type]
             findings.append(f"Resource::<{bucket_id}.Arn>/*")
+        if access.seal_fields:
+            self.key.grant_encrypt_decrypt(function)
         if access.read_buckets or access.write_buckets or access.read_tables or access.write_tables:
             findings += ["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"]
         reason = (

@@ -85,8 +85,8 @@ def test_every_route_is_deployed_with_the_authentication_its_path_requires(resou
     }
     expected = {
         (route.path, route.method): AUTH_TYPE[route.access]
-        for router in REST_CAPABILITIES.values()
-        for route in route_table(router)
+        for routers in REST_CAPABILITIES.values()
+        for route in route_table(*routers)
     }
     assert expected  # the registry is not empty
     assert deployed == expected
@@ -160,6 +160,9 @@ def test_roles_get_only_what_their_capability_needs(resources: dict[str, Any]) -
     assert "dynamodb:Query" in audit and "s3:GetObject*" in audit
     assert not any(a.startswith(("dynamodb:Put", "dynamodb:Update", "dynamodb:Delete", "s3:Put")) for a in audit)
     jobs = actions[_role_of(resources, "JobsFunction")]
-    assert "s3:PutObject" in jobs and not any(a.startswith("dynamodb:Put") for a in jobs)
+    assert "s3:PutObject" in jobs and "dynamodb:PutItem" in jobs
+    reasoning = actions[_role_of(resources, "Functionreasoning")]
+    assert {"dynamodb:PutItem", "kms:GenerateDataKey*", "kms:Decrypt"} <= reasoning
+    assert not any(a.startswith("s3:") for a in reasoning)
     core = actions.get(_role_of(resources, "Functioncore"), set())
     assert not any(a.startswith(("dynamodb:", "s3:")) for a in core)

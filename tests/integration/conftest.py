@@ -31,8 +31,9 @@ def fresh_ledger() -> Callable[[Services], Ledger]:
     """Ledgers with their own empty head cache, as other processes would have."""
 
     def make(services: Services) -> Ledger:
-        return Ledger(services.aws.dynamodb, services.aws.table_name("ledger"), services.settings.ledger_shards,
-                      services.clock)
+        return Ledger(
+            services.aws.dynamodb, services.aws.table_name("ledger"), services.settings.ledger_shards, services.clock
+        )
 
     return make
 

@@ -20,7 +20,7 @@ T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 @pytest.fixture
 def stored(moto_services: Services) -> Iterator[list[AuditEvent]]:
-    provision_all(moto_services.aws, "us-east-1")
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
     ticks = iter(range(1000))
     moto_services.clock = lambda: T0 + timedelta(minutes=next(ticks))
     ledger = moto_services.ledger

@@ -22,7 +22,7 @@ from flowledger.store.provision import provision_all
 
 @pytest.fixture
 def services(moto_services: Services) -> Services:
-    provision_all(moto_services.aws, "us-east-1")
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
     moto_services.clock = lambda: datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     return moto_services
 

@@ -8,7 +8,7 @@ from flowledger.store.tables import BUCKETS, TABLES
 
 
 def test_every_table_gets_its_keys_indexes_and_ttl(moto_services: Services) -> None:
-    provision_all(moto_services.aws, "us-east-1")
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
     client = moto_services.aws.dynamodb
     for spec in TABLES:
         table = client.describe_table(TableName=moto_services.aws.table_name(spec.name))["Table"]
@@ -23,13 +23,13 @@ def test_every_table_gets_its_keys_indexes_and_ttl(moto_services: Services) -> N
 
 
 def test_provisioning_twice_changes_nothing(moto_services: Services) -> None:
-    provision_all(moto_services.aws, "us-east-1")
-    provision_all(moto_services.aws, "us-east-1")
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
     assert len(moto_services.aws.dynamodb.list_tables()["TableNames"]) == len(TABLES)
 
 
 def test_checkpoint_bucket_has_object_lock_and_the_rest_are_versioned(moto_services: Services) -> None:
-    provision_all(moto_services.aws, "us-east-1")
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
     s3 = moto_services.aws.s3
     for spec in BUCKETS:
         name = moto_services.aws.bucket_name(spec.name)

@@ -5,14 +5,21 @@ from hypothesis import strategies as st
 
 from flowledger.reasoning.dimensions import AXES, NEUTRAL, StepSignal, bucket, compute_dimensions
 
-steps_strategy = st.lists(st.builds(StepSignal, st.sampled_from(["retrieval", "llm_prompt", "verdict", "graph"]),
-                                    st.sampled_from(["researcher", "critic"]),
-                                    st.none() | st.floats(0, 1)), max_size=12)
+steps_strategy = st.lists(
+    st.builds(
+        StepSignal,
+        st.sampled_from(["retrieval", "llm_prompt", "verdict", "graph"]),
+        st.sampled_from(["researcher", "critic"]),
+        st.none() | st.floats(0, 1),
+    ),
+    max_size=12,
+)
 
 
 @given(steps_strategy, st.none() | st.floats(0, 1), st.booleans(), st.booleans())
-def test_every_axis_is_0_to_7_with_its_bucket(steps: list[StepSignal], outcome: float | None, aborted: bool,
-                                              safe: bool) -> None:
+def test_every_axis_is_0_to_7_with_its_bucket(
+    steps: list[StepSignal], outcome: float | None, aborted: bool, safe: bool
+) -> None:
     radar = compute_dimensions(steps, outcome, aborted, safe).model_dump()
     assert set(radar) == set(AXES)
     for axis in radar.values():

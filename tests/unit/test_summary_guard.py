@@ -45,8 +45,11 @@ def test_every_pattern_has_examples() -> None:
     assert set(UNSAFE) == set(BANNED)
 
 
-@given(st.sampled_from(SAFE), st.sampled_from([t for texts in UNSAFE.values() for t in texts]),
-       st.sampled_from(["", " ", ". ", " then "]))
+@given(
+    st.sampled_from(SAFE),
+    st.sampled_from([t for texts in UNSAFE.values() for t in texts]),
+    st.sampled_from(["", " ", ". ", " then "]),
+)
 def test_a_banned_fragment_anywhere_makes_the_summary_unsafe(safe: str, unsafe: str, glue: str) -> None:
     assert not check_summary(safe + glue + unsafe).safe
     assert not check_summary(unsafe + glue + safe).safe

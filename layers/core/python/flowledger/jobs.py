@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from flowledger.entrypoints import instrumented
 from flowledger.errors import UnknownJob
 from flowledger.ledger.audit import checkpoint_job
+from flowledger.reasoning.service import flow_decay_job
 from flowledger.services import Services, bootstrap
 
 logger = Logger(child=True)
@@ -49,6 +50,7 @@ JOBS: tuple[Job, ...] = (
     Job(
         "ledger_checkpoint", "rate(5 minutes)", "Folds every audit chain head into a Merkle checkpoint.", checkpoint_job
     ),
+    Job("flow_decay", "rate(1 hour)", "Aborts flows left active for over 24 hours (reason timeout).", flow_decay_job),
 )
 
 

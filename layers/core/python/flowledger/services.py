@@ -29,8 +29,9 @@ class Services:
 
     @cached_property
     def ledger(self) -> Ledger:
-        return Ledger(self.aws.dynamodb, self.aws.table_name("ledger"), self.settings.ledger_shards,
-                      lambda: self.clock())
+        return Ledger(
+            self.aws.dynamodb, self.aws.table_name("ledger"), self.settings.ledger_shards, lambda: self.clock()
+        )
 
     @cached_property
     def sealer(self) -> FieldSealer:

@@ -39,8 +39,9 @@ def status_for(exc: errors.FlowledgerError) -> HTTPStatus:
     return HTTPStatus.BAD_REQUEST
 
 
-def error_response(status: HTTPStatus, code: str, message: str, headers: dict[str, str] | None = None,
-                   **extra: Any) -> Response[Any]:
+def error_response(
+    status: HTTPStatus, code: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> Response[Any]:
     return Response(
         status_code=status.value,
         content_type=content_types.APPLICATION_JSON,
@@ -54,7 +55,7 @@ def register_error_handlers(app: ApiGatewayResolver) -> None:
 
     @app.exception_handler(errors.FlowledgerError)
     def _domain(exc: errors.FlowledgerError) -> Response[Any]:
-        headers = ({"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, errors.RateLimited) else None)
+        headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, errors.RateLimited) else None
         return error_response(status_for(exc), exc.code, exc.message, headers)
 
     @app.exception_handler(RequestValidationError)

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from flowledger.api import audit, core
+from flowledger.api import audit, core, reasoning, reasoning_admin
 from flowledger.api.access import Access, access_for
 
-# capability name -> its router; the function folder is functions/<name>/.
-REST_CAPABILITIES: dict[str, Router] = {
-    "core": core.router,
-    "audit": audit.router,
+# capability name -> its routers; the function folder is functions/<name>/.
+REST_CAPABILITIES: dict[str, tuple[Router, ...]] = {
+    "core": (core.router,),
+    "audit": (audit.router,),
+    "reasoning": (reasoning.router, reasoning_admin.router),
 }
 
 
@@ -24,10 +25,11 @@ class RouteSpec:
     access: Access
 
 
-def route_table(router: Router) -> list[RouteSpec]:
-    """Every route of a router with the authentication that guards it (read from its OpenAPI)."""
+def route_table(*routers: Router) -> list[RouteSpec]:
+    """Every route of the routers with the authentication that guards it (read from their OpenAPI)."""
     app = APIGatewayRestResolver(enable_validation=True)
-    app.include_router(router)
+    for router in routers:
+        app.include_router(router)
     paths = app.get_openapi_schema().paths or {}
     return [
         RouteSpec(path=path, method=method.upper(), access=access_for(path))

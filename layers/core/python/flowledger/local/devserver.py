@@ -73,7 +73,7 @@ def start_local_stack(data_dir: Path, host: str, port: int, **settings_overrides
         directory = DataDir(data_dir)
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
-        provision_all(services.aws, settings.aws_region)
+        provision_all(services.aws, settings.aws_region, settings.data_key_id)
         endpoints = LocalEndpoints(
             base_url=base_url,
             aws_endpoint_url=aws_endpoint,
@@ -93,7 +93,7 @@ def start_local_stack(data_dir: Path, host: str, port: int, **settings_overrides
 
 
 def _gateway(settings: Settings, services: Services, directory: DataDir) -> LocalGateway:
-    rest = build_resolver(list(REST_CAPABILITIES.values()), GatewayResolver)
+    rest = build_resolver([r for routers in REST_CAPABILITIES.values() for r in routers], GatewayResolver)
     rest.enable_swagger(path="/docs", title="Flowledger", version=__version__)
 
     @rest.get("/openapi.json", include_in_schema=False)

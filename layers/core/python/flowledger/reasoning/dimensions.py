@@ -1,4 +1,4 @@
-"""The decision-dimensions radar: six 0–7 axes computed from a flow, with low/medium/high buckets.
+"""The decision-dimensions radar: six 0-7 axes computed from a flow, with low/medium/high buckets.
 
 Five axes are positive (Confidence, Coverage, Maturity, Recency, Consensus); Risk is negative: a
 high Risk score is a caution flag. Until the pathway library exists, Maturity and Recency take
@@ -59,8 +59,14 @@ def _axis(score: int) -> Axis:
     return Axis(score=score, bucket=bucket(score))
 
 
-def compute_dimensions(steps: Sequence[StepSignal], outcome_confidence: float | None, aborted: bool,
-                       summaries_safe: bool, maturity: int = NEUTRAL, recency: int = NEUTRAL) -> Dimensions:
+def compute_dimensions(
+    steps: Sequence[StepSignal],
+    outcome_confidence: float | None,
+    aborted: bool,
+    summaries_safe: bool,
+    maturity: int = NEUTRAL,
+    recency: int = NEUTRAL,
+) -> Dimensions:
     """The radar of one flow from its steps and outcome (pure: same input, same radar)."""
     confidences = [s.confidence for s in steps if s.confidence is not None]
     floor = min([*confidences, outcome_confidence] if outcome_confidence is not None else confidences, default=0.0)
@@ -69,13 +75,18 @@ def compute_dimensions(steps: Sequence[StepSignal], outcome_confidence: float | 
     coverage = _scale(min(len({s.step_kind for s in steps}), 5) / 5)
     # Consensus: share of agents whose every step was confident (>= 0.7).
     agents = {s.agent for s in steps}
-    confident = {a for a in agents
-                 if all((s.confidence or 0.0) >= 0.7 for s in steps if s.agent == a)}
+    confident = {a for a in agents if all((s.confidence or 0.0) >= 0.7 for s in steps if s.agent == a)}
     consensus = _scale(len(confident) / len(agents)) if agents else 0
     risk = 7 - confidence
     if aborted:
         risk = 7
     if not summaries_safe:
         risk = max(risk, 5)
-    return Dimensions(confidence=_axis(confidence), coverage=_axis(coverage), maturity=_axis(maturity),
-                      recency=_axis(recency), consensus=_axis(consensus), risk=_axis(min(7, risk)))
+    return Dimensions(
+        confidence=_axis(confidence),
+        coverage=_axis(coverage),
+        maturity=_axis(maturity),
+        recency=_axis(recency),
+        consensus=_axis(consensus),
+        risk=_axis(min(7, risk)),
+    )

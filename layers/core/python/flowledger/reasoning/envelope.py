@@ -58,8 +58,12 @@ class FieldSealer:
         key = self._data_key()
         nonce = os.urandom(12)
         ciphertext = AESGCM(key.plaintext).encrypt(nonce, json.dumps(value).encode(), context.encode())
-        return {SEALED_MARKER: "aes256gcm.v1", "edk": base64.b64encode(key.encrypted).decode(),
-                "nonce": base64.b64encode(nonce).decode(), "ciphertext": base64.b64encode(ciphertext).decode()}
+        return {
+            SEALED_MARKER: "aes256gcm.v1",
+            "edk": base64.b64encode(key.encrypted).decode(),
+            "nonce": base64.b64encode(nonce).decode(),
+            "ciphertext": base64.b64encode(ciphertext).decode(),
+        }
 
     def open(self, sealed: dict[str, str], context: str) -> Any:
         """The value sealed with ``context``; raises if either was tampered with."""
@@ -70,8 +74,9 @@ class FieldSealer:
             plaintext = self._kms.decrypt(CiphertextBlob=encrypted_key, KeyId=self._key_id)["Plaintext"]
             with self._lock:
                 self._opened[encrypted_key] = plaintext
-        data = AESGCM(plaintext).decrypt(base64.b64decode(sealed["nonce"]), base64.b64decode(sealed["ciphertext"]),
-                                         context.encode())
+        data = AESGCM(plaintext).decrypt(
+            base64.b64decode(sealed["nonce"]), base64.b64decode(sealed["ciphertext"]), context.encode()
+        )
         return json.loads(data)
 
 

@@ -28,7 +28,8 @@ BANNED: dict[str, re.Pattern[str]] = {
     "medication_dose": re.compile(rf"[A-Za-z][A-Za-z-]{{2,}}\s+\d+(?:[.,]\d+)?\s*{_DOSE_UNITS}(?![a-z])"),
     "icd10": re.compile(r"(?<![A-Za-z0-9])[A-TV-Z]\d[0-9A-Z](?:\.[0-9A-Z]{1,4})?(?![a-z0-9])"),
     "titled_name": re.compile(
-        r"(?:Dr|Mr|Mrs|Ms|Miss|Mx|Prof|Nurse|Patient)\.?\s+[A-Z][a-z'’-]+(?:\s+[A-Z][a-z'’-]+)?"),
+        r"(?:Dr|Mr|Mrs|Ms|Miss|Mx|Prof|Nurse|Patient)\.?\s+[A-Z][a-z'\u2019-]+(?:\s+[A-Z][a-z'\u2019-]+)?"
+    ),
 }
 
 
@@ -56,5 +57,8 @@ def guard_counts(summaries: Iterable[str]) -> tuple[bool, dict[str, int]]:
             counts["unsafe"] += 1
         for reason in verdict.reasons:
             counts[f"hit_{reason}"] += 1
-    return counts["unsafe"] == 0, {"checked": counts["checked"], "unsafe": counts["unsafe"],
-                                   **{k: v for k, v in sorted(counts.items()) if k.startswith("hit_")}}
+    return counts["unsafe"] == 0, {
+        "checked": counts["checked"],
+        "unsafe": counts["unsafe"],
+        **{k: v for k, v in sorted(counts.items()) if k.startswith("hit_")},
+    }

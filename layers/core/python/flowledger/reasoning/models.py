@@ -44,7 +44,8 @@ class PiiFields(_Strict):
 
 class StepCreate(_Strict):
     step_id: Annotated[str, StringConstraints(pattern=r"^st_[0-9A-Z]{26}$")] | None = Field(
-        None, description="client-chosen id (st_ + ULID) so a retried write is recognised")
+        None, description="client-chosen id (st_ + ULID) so a retried write is recognised"
+    )
     step_kind: Name
     agent: Name
     summary_text: Summary
@@ -55,7 +56,8 @@ class StepCreate(_Strict):
     confidence: float | None = Field(None, ge=0, le=1)
     back_refs: BackRefs = Field(default_factory=BackRefs)
     parent_step_ids: list[Annotated[str, StringConstraints(pattern=r"^st_[0-9A-Z]{26}$")]] = Field(
-        default_factory=list, max_length=MAX_PARENTS)
+        default_factory=list, max_length=MAX_PARENTS
+    )
 
     @model_validator(mode="after")
     def _pii_fields_are_declared_fields(self) -> StepCreate:
@@ -67,8 +69,7 @@ class StepCreate(_Strict):
 
 
 class Outcome(_Strict):
-    type: Literal["claim_created", "recommendation_delivered", "no_action", "insufficient_evidence", "error",
-                  "timeout"]
+    type: Literal["claim_created", "recommendation_delivered", "no_action", "insufficient_evidence", "error", "timeout"]
     summary: Summary
     confidence: float | None = Field(None, ge=0, le=1)
 

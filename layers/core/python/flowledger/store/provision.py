@@ -74,9 +74,19 @@ def create_bucket(aws: AwsClients, spec: BucketSpec, region: str) -> None:
         aws.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
 
 
-def provision_all(aws: AwsClients, region: str) -> None:
-    """Create every declared table and bucket."""
+def create_data_key(aws: AwsClients, alias: str) -> None:
+    """The customer-managed key that seals PII fields, under ``alias``, unless it exists."""
+    aliases = {a["AliasName"] for a in aws.kms.list_aliases().get("Aliases", [])}
+    if alias in aliases:
+        return
+    key_id = aws.kms.create_key(Description="Flowledger data at rest")["KeyMetadata"]["KeyId"]
+    aws.kms.create_alias(AliasName=alias, TargetKeyId=key_id)
+
+
+def provision_all(aws: AwsClients, region: str, data_key_alias: str) -> None:
+    """Create every declared table and bucket, and the data key."""
     for table in TABLES:
         create_table(aws, table)
     for bucket in BUCKETS:
         create_bucket(aws, bucket, region)
+    create_data_key(aws, data_key_alias)

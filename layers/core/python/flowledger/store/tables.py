@@ -68,12 +68,15 @@ TABLES: tuple[TableSpec, ...] = (
         "flows",
         Key("flow_id"),
         indexes=(
-            Index("by_patient", Key("patient_id"), _CREATED),
-            Index("by_trace", Key("trace_id"), _CREATED),
-            Index("by_state", Key("flow_state"), _CREATED),
+            Index("by_patient", Key("patient_id"), _CREATED, include=_FLOW_SUMMARY),
+            Index("by_trace", Key("trace_id"), _CREATED, include=_FLOW_SUMMARY),
+            # Sparse and sharded: only active flows carry active_shard ("0".."15"), so the decay job
+            # reads just them and no single "active" partition takes every flow's writes.
+            Index("by_active", Key("active_shard"), _CREATED, include=()),
         ),
     ),
-    TableSpec("steps", Key("flow_id"), Key("step_id"), indexes=(Index("by_parent", Key("parent_step_id"), _CREATED),)),
+    TableSpec("steps", Key("flow_id"), Key("step_id")),
+    TableSpec("consents", Key("patient_id")),
     TableSpec("ledger", Key("chain_id"), Key("seq", "N")),
     TableSpec("pathways", Key("pathway_id"), indexes=(Index("by_trigger_type", Key("trigger_type"), _CREATED),)),
     TableSpec(

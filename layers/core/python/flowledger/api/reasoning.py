@@ -1,0 +1,82 @@
+"""Reasoning routes: agents write flows (reasoning.write); patients read their own (reasoning.read)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import content_types
+from aws_lambda_powertools.event_handler.api_gateway import Response, Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
+
+from flowledger.api.app import services_of
+from flowledger.api.principals import require_scope
+from flowledger.reasoning.models import (
+    Consent,
+    ConsentChange,
+    FlowClose,
+    FlowStart,
+    FlowView,
+    InProgress,
+    Narrative,
+    StepCreate,
+    StepView,
+)
+from flowledger.reasoning.service import FlowService
+
+router = Router()
+FlowId = Annotated[str, Path(pattern=r"^fl_[0-9A-Z]{26}$")]
+
+
+def _service() -> FlowService:
+    return FlowService(services_of(router))
+
+
+def _json(status: int, body: Any) -> Response[str]:
+    return Response(status, content_types.APPLICATION_JSON, body.model_dump_json())
+
+
+@router.post(
+    "/api/reasoning/flows",
+    summary="Open a reasoning flow",
+    tags=["reasoning"],
+    responses={201: {"description": "the new flow"}},
+)
+def start_flow(body: FlowStart) -> Response[str]:
+    principal = require_scope(router.current_event.raw_event, "reasoning.write")
+    return _json(201, _service().start_flow(principal, body))
+
+
+@router.post(
+    "/api/reasoning/flows/<flow_id>/steps",
+    summary="Record a step",
+    tags=["reasoning"],
+    responses={201: {"description": "the recorded step"}},
+)
+def add_step(flow_id: FlowId, body: StepCreate) -> Response[str]:
+    principal = require_scope(router.current_event.raw_event, "reasoning.write")
+    step: StepView = _service().add_step(principal, flow_id, body)
+    return _json(201, step)
+
+
+@router.patch("/api/reasoning/flows/<flow_id>", summary="Close a flow (once)", tags=["reasoning"])
+def close_flow(flow_id: FlowId, body: FlowClose) -> FlowView:
+    principal = require_scope(router.current_event.raw_event, "reasoning.write")
+    return _service().close_flow(principal, flow_id, body)
+
+
+@router.get(
+    "/api/reasoning/flows/<flow_id>",
+    summary="A patient's narrative of their flow",
+    tags=["reasoning"],
+    responses={200: {"description": "the narrative"}, 202: {"description": "still in progress"}},
+)
+def patient_narrative(flow_id: FlowId) -> Response[str]:
+    principal = require_scope(router.current_event.raw_event, "reasoning.read")
+    view: Narrative | InProgress = _service().patient_narrative(principal, flow_id)
+    return _json(202 if isinstance(view, InProgress) else 200, view)
+
+
+@router.put("/api/reasoning/consent", summary="Opt in or out of reading your flows", tags=["reasoning"])
+def set_consent(body: ConsentChange) -> Consent:
+    principal = require_scope(router.current_event.raw_event, "reasoning.read")
+    return _service().set_consent(principal, body)

@@ -1,0 +1,518 @@
+"""Reasoning flows on DynamoDB. Every write carries its audit event in the same transaction."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowledger.api.principals import Principal
+from flowledger.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
+from flowledger.ids import new_id
+from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.reasoning.dimensions import PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
+from flowledger.reasoning.envelope import is_sealed
+from flowledger.reasoning.guard import guard_counts
+from flowledger.reasoning.models import (
+    MAX_STEP_PAYLOAD_BYTES,
+    MAX_STEPS_PER_FLOW,
+    AdminFlowView,
+    AdminStepView,
+    Consent,
+    ConsentChange,
+    FlowClose,
+    FlowPage,
+    FlowStart,
+    FlowView,
+    InProgress,
+    Narrative,
+    NarrativeStep,
+    Outcome,
+    RadarAxis,
+    StepCreate,
+    StepView,
+)
+from flowledger.services import Services
+from flowledger.store import items
+from flowledger.store.ratelimit import hit_rate_limit
+
+ACTIVE_SHARDS = 16
+STALE_AFTER = timedelta(hours=24)
+NARRATIVE_READS_PER_WINDOW = 30
+NARRATIVE_WINDOW_SECONDS = 300
+DISCLAIMER = (
+    "This summary explains the steps the system took. It is not medical advice; "
+    "talk to your care team about any decision."
+)
+
+
+class AskCareTeam(Forbidden):
+    """The flow's summaries did not pass the guard: only the care team may see it."""
+
+    code = "ask_care_team"
+
+
+class ConsentRequired(Forbidden):
+    code = "consent_required"
+
+
+def _actor(principal: Principal) -> str:
+    return principal.id if principal.kind == "iam" else f"user:{principal.id}"
+
+
+def _active_shard(flow_id: str) -> str:
+    return str(int.from_bytes(hashlib.sha256(flow_id.encode()).digest()[:4], "big") % ACTIVE_SHARDS)
+
+
+class FlowService:
+    """The flow lifecycle, the patient and admin views and the decay rule, over one ``Services``."""
+
+    def __init__(self, services: Services) -> None:
+        self._s = services
+        self._db = services.aws.dynamodb
+        self._flows = services.aws.table_name("flows")
+        self._steps = services.aws.table_name("steps")
+        self._consents = services.aws.table_name("consents")
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def start_flow(self, principal: Principal, body: FlowStart) -> FlowView:
+        """Open a flow (``reasoning.flow.started``)."""
+        now = timestamp(self._s.clock())
+        flow_id = new_id("fl_")
+        flow = FlowView(
+            flow_id=flow_id,
+            flow_state="active",
+            created_by=principal.id,
+            created_at=now,
+            step_count=0,
+            **body.model_dump(),
+        )
+        item = items.to_item({**flow.model_dump(), "active_shard": _active_shard(flow_id)})
+        refs = {k: v for k, v in (("trace_id", body.trace_id), ("patient_id", body.patient_id)) if v}
+        self._s.ledger.append(
+            AuditEntry(
+                action="reasoning.flow.started",
+                actor=_actor(principal),
+                subject=f"flow:{flow_id}",
+                refs=refs,
+                payload={"trigger_type": body.trigger_type},
+            ),
+            [{"Put": {"TableName": self._flows, "Item": item, "ConditionExpression": "attribute_not_exists(flow_id)"}}],
+        )
+        self._s.metrics.emit("reasoning.flow.started", 1, "Count", {"trigger_type": body.trigger_type})
+        return flow
+
+    def add_step(self, principal: Principal, flow_id: str, body: StepCreate) -> StepView:
+        """Record one step (``reasoning.step.created``) in one transaction of three items."""
+        payload_bytes = len(json.dumps({"inputs": body.inputs, "outputs": body.outputs}).encode())
+        if payload_bytes > MAX_STEP_PAYLOAD_BYTES:
+            raise PayloadTooLarge(f"step inputs and outputs exceed {MAX_STEP_PAYLOAD_BYTES // 1024} KB")
+        step_id = body.step_id or new_id("st_")
+        if step_id in body.parent_step_ids:
+            raise InvalidInput("a step cannot be its own parent (cycle)")
+        self._require_parents(flow_id, body.parent_step_ids)
+        now = timestamp(self._s.clock())
+        step = StepView(
+            step_id=step_id,
+            flow_id=flow_id,
+            created_at=now,
+            **body.model_dump(
+                include={"step_kind", "agent", "summary_text", "latency_ms", "confidence", "parent_step_ids"}
+            ),
+        )
+        record = {
+            **step.model_dump(),
+            "created_by": principal.id,
+            "pii_fields": body.pii_fields.model_dump(),
+            "back_refs": body.back_refs.model_dump(exclude_none=True),
+            "inputs": self._seal(flow_id, step_id, "inputs", body.inputs, body.pii_fields.inputs),
+            "outputs": self._seal(flow_id, step_id, "outputs", body.outputs, body.pii_fields.outputs),
+        }
+        guard = {
+            "Update": {
+                "TableName": self._flows,
+                "Key": {"flow_id": {"S": flow_id}},
+                "UpdateExpression": "SET step_count = step_count + :one, last_step_at = :now",
+                "ConditionExpression": "flow_state = :active AND step_count < :max AND created_by = :sub",
+                "ExpressionAttributeValues": {
+                    ":one": {"N": "1"},
+                    ":now": {"S": now},
+                    ":active": {"S": "active"},
+                    ":max": {"N": str(MAX_STEPS_PER_FLOW)},
+                    ":sub": {"S": principal.id},
+                },
+            }
+        }
+        put = {
+            "Put": {
+                "TableName": self._steps,
+                "Item": items.to_item(record),
+                "ConditionExpression": "attribute_not_exists(step_id)",
+            }
+        }
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="reasoning.step.created",
+                    actor=_actor(principal),
+                    subject=f"flow:{flow_id}",
+                    refs={"step_id": step_id},
+                    payload={
+                        "step_kind": body.step_kind,
+                        "agent": body.agent,
+                        "parents": len(body.parent_step_ids),
+                        "pii_fields": len(body.pii_fields.inputs) + len(body.pii_fields.outputs),
+                    },
+                ),
+                [guard, put],
+            )
+        except ConditionFailed as exc:
+            if exc.index == 1:
+                raise Conflict(f"step {step_id} is already recorded") from None
+            raise self._why_not_writable(principal, flow_id) from None
+        self._s.metrics.emit("reasoning.step.writes", 1, "Count", {"step_kind": body.step_kind, "agent": body.agent})
+        return step
+
+    def close_flow(self, principal: Principal, flow_id: str, body: FlowClose) -> FlowView:
+        """Close a flow once: guard every summary, snapshot the radar (``reasoning.flow.completed|aborted``)."""
+        flow = self._flow(flow_id)
+        if flow.created_by != principal.id:
+            raise Forbidden("only the writer that opened a flow may close it")
+        return self._close(flow, body, _actor(principal))
+
+    def _close(self, flow: FlowView, body: FlowClose, actor: str) -> FlowView:
+        if flow.flow_state != "active":
+            raise Conflict(f"flow {flow.flow_id} is already {flow.flow_state}")
+        steps = list(self._step_records(flow.flow_id))
+        safe, counts = guard_counts([flow.trigger_summary, *(s["summary_text"] for s in steps), body.outcome.summary])
+        dimensions = compute_dimensions(
+            [_signal(s) for s in steps], body.outcome.confidence, aborted=body.state == "aborted", summaries_safe=safe
+        )
+        closed = flow.model_copy(
+            update={
+                "flow_state": body.state,
+                "closed_at": timestamp(self._s.clock()),
+                "outcome": body.outcome,
+                "abort_reason": body.reason if body.state == "aborted" else None,
+                "patient_safe_summary": safe,
+                "dimensions_snapshot": dimensions,
+                "step_count": len(steps),
+            }
+        )
+        values = items.to_item(
+            {
+                ":state": body.state,
+                ":closed": closed.closed_at,
+                ":outcome": body.outcome.model_dump(),
+                ":safe": safe,
+                ":dims": dimensions.model_dump(),
+                ":counts": counts,
+                ":active": "active",
+            }
+        )
+        update = (
+            "SET flow_state = :state, closed_at = :closed, outcome = :outcome, patient_safe_summary = :safe, "
+            "dimensions_snapshot = :dims, guard_counts = :counts"
+        )
+        if closed.abort_reason:
+            update += ", abort_reason = :reason"
+            values[":reason"] = {"S": closed.abort_reason}
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action=f"reasoning.flow.{body.state}",
+                    actor=actor,
+                    subject=f"flow:{flow.flow_id}",
+                    payload={
+                        "outcome_type": body.outcome.type,
+                        "steps": len(steps),
+                        "patient_safe_summary": safe,
+                        **counts,
+                    },
+                ),
+                [
+                    {
+                        "Update": {
+                            "TableName": self._flows,
+                            "Key": {"flow_id": {"S": flow.flow_id}},
+                            "UpdateExpression": update + " REMOVE active_shard",
+                            "ConditionExpression": "flow_state = :active",
+                            "ExpressionAttributeValues": values,
+                        }
+                    }
+                ],
+            )
+        except ConditionFailed:
+            raise Conflict(f"flow {flow.flow_id} was closed by another request") from None
+        dims = {
+            "outcome_type": body.outcome.type,
+            "trigger_type": flow.trigger_type,
+            "patient_safe_summary": str(safe).lower(),
+        }
+        self._s.metrics.emit(f"reasoning.flow.{body.state}", 1, "Count", dims)
+        latency = (self._s.clock() - datetime.fromisoformat(flow.created_at)).total_seconds() * 1000
+        self._s.metrics.emit(
+            "reasoning.flow.latency_ms",
+            latency,
+            "Milliseconds",
+            {
+                "outcome_type": body.outcome.type,
+                "trigger_type": flow.trigger_type,
+                "step_count_bucket": _step_bucket(len(steps)),
+            },
+        )
+        return closed
+
+    def set_consent(self, principal: Principal, body: ConsentChange) -> Consent:
+        """A patient opts in or out of reading their flows (``reasoning.read_consent.changed``)."""
+        if not principal.patient_id:
+            raise Forbidden("only a patient's token can change reasoning.read consent")
+        consent = Consent(
+            patient_id=principal.patient_id, reasoning_read=body.reasoning_read, changed_at=timestamp(self._s.clock())
+        )
+        self._s.ledger.append(
+            AuditEntry(
+                action="reasoning.read_consent.changed",
+                actor=_actor(principal),
+                subject=f"patient:{principal.patient_id}",
+                payload={"reasoning_read": body.reasoning_read},
+            ),
+            [{"Put": {"TableName": self._consents, "Item": items.to_item(consent.model_dump())}}],
+        )
+        return consent
+
+    def decay_stale_flows(self) -> dict[str, int]:
+        """Abort every flow active for more than 24 hours (reason ``timeout``); safe to re-run."""
+        cutoff = timestamp(self._s.clock() - STALE_AFTER)
+        aborted = skipped = 0
+        for shard in range(ACTIVE_SHARDS):
+            for flow_id in self._stale_in_shard(str(shard), cutoff):
+                try:
+                    flow = self._flow(flow_id)
+                    self._close(
+                        flow,
+                        FlowClose(
+                            state="aborted",
+                            reason="timeout",
+                            outcome=Outcome(type="timeout", summary="Stopped after 24 hours without a close"),
+                        ),
+                        "system:flow_decay",
+                    )
+                except (Conflict, NotFound):
+                    skipped += 1  # closed meanwhile: nothing to do
+                    continue
+                aborted += 1
+        return {"aborted": aborted, "skipped": skipped}
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def patient_narrative(self, principal: Principal, flow_id: str) -> Narrative | InProgress:
+        """The patient's view of their own flow, once they opted in and its summaries passed."""
+        if not principal.patient_id:
+            raise Forbidden("only a patient's token can read a reasoning narrative")
+        hit_rate_limit(
+            self._s, f"narrative:{principal.patient_id}", NARRATIVE_READS_PER_WINDOW, NARRATIVE_WINDOW_SECONDS
+        )
+        flow = self._flow(flow_id)
+        if flow.patient_id != principal.patient_id:
+            raise Forbidden("this flow is not about you")
+        if not self._consented(principal.patient_id):
+            raise ConsentRequired("opt in to reading your reasoning flows first (PUT /api/reasoning/consent)")
+        if flow.flow_state == "active":
+            return InProgress(flow_id=flow_id, state="active", steps_so_far=flow.step_count)
+        if not flow.patient_safe_summary:
+            raise AskCareTeam("this explanation is only available through your care team")
+        steps = list(self._step_records(flow_id))
+        radar = flow.dimensions_snapshot or self._fresh_dimensions(flow, steps)
+        self._s.ledger.append(
+            AuditEntry(
+                action="patient.reasoning.flow.read",
+                actor=_actor(principal),
+                subject=f"flow:{flow_id}",
+                refs={"patient_id": principal.patient_id},
+                payload={"steps": len(steps)},
+            )
+        )
+        return Narrative(
+            flow_id=flow_id,
+            trigger_summary=flow.trigger_summary,
+            steps=[
+                NarrativeStep(
+                    agent_label=s["agent"].replace("_", " ").title(), summary=s["summary_text"], at=s["created_at"]
+                )
+                for s in steps
+            ],
+            outcome_summary=flow.outcome.summary if flow.outcome else "",
+            radar=[
+                RadarAxis(label=PATIENT_LABELS[name], score=axis["score"], bucket=axis["bucket"])
+                for name, axis in radar.model_dump().items()
+            ],
+            disclaimer=DISCLAIMER,
+        )
+
+    def admin_flow(self, admin: Principal, flow_id: str) -> AdminFlowView:
+        """The whole DAG with PII fields opened (``admin.reasoning.flow.read``, actor = IAM principal)."""
+        flow = self._flow(flow_id)
+        records = list(self._step_records(flow_id))
+        steps = [
+            AdminStepView(
+                **{
+                    **record,
+                    "inputs": self._open(flow_id, record, "inputs"),
+                    "outputs": self._open(flow_id, record, "outputs"),
+                }
+            )
+            for record in records
+        ]
+        self._s.ledger.append(
+            AuditEntry(
+                action="admin.reasoning.flow.read",
+                actor=_actor(admin),
+                subject=f"flow:{flow_id}",
+                payload={"steps": len(steps)},
+            )
+        )
+        return AdminFlowView(
+            flow=flow, steps=steps, dimensions=flow.dimensions_snapshot or self._fresh_dimensions(flow, records)
+        )
+
+    def flows_by_trace(self, trace_id: str, limit: int, cursor: str | None) -> FlowPage:
+        """Flows of one trace, oldest first, from the trace index (no audit: a listing)."""
+        request: dict[str, Any] = {
+            "TableName": self._flows,
+            "IndexName": "by_trace",
+            "KeyConditionExpression": "trace_id = :t",
+            "ExpressionAttributeValues": {":t": {"S": trace_id}},
+            "Limit": limit,
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _decode_cursor(cursor, trace_id)
+        response = self._db.query(**request)
+        flows = [self._flow(items.from_item(item)["flow_id"]) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return FlowPage(flows=flows, next_cursor=_encode_cursor(last) if last else None)
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _flow(self, flow_id: str) -> FlowView:
+        response = self._db.get_item(TableName=self._flows, Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
+        if "Item" not in response:
+            raise NotFound(f"no flow {flow_id}")
+        return FlowView.model_validate(items.from_item(response["Item"]))
+
+    def _step_records(self, flow_id: str) -> Iterator[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": self._steps,
+            "KeyConditionExpression": "flow_id = :f",
+            "ExpressionAttributeValues": {":f": {"S": flow_id}},
+            "ConsistentRead": True,
+        }
+        records = []
+        while True:
+            response = self._db.query(**request)
+            records += [items.from_item(item) for item in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        # Step ids are ULIDs, so key order is creation order; client-chosen ids keep it as they are ULIDs too.
+        yield from sorted(records, key=lambda r: (r["created_at"], r["step_id"]))
+
+    def _require_parents(self, flow_id: str, parents: list[str]) -> None:
+        if not parents:
+            return
+        keys = [{"flow_id": {"S": flow_id}, "step_id": {"S": p}} for p in dict.fromkeys(parents)]
+        response = self._db.batch_get_item(
+            RequestItems={self._steps: {"Keys": keys, "ConsistentRead": True, "ProjectionExpression": "step_id"}}
+        )
+        found = {item["step_id"]["S"] for item in response.get("Responses", {}).get(self._steps, [])}
+        missing = sorted(set(parents) - found)
+        if missing:
+            raise InvalidInput(f"unknown parent step(s): {', '.join(missing)}")
+
+    def _why_not_writable(self, principal: Principal, flow_id: str) -> Exception:
+        flow = self._flow(flow_id)
+        if flow.created_by != principal.id:
+            return Forbidden("only the writer that opened a flow may add steps to it")
+        if flow.flow_state != "active":
+            return Conflict(f"flow {flow_id} is {flow.flow_state}; steps are only added to an active flow")
+        return Conflict(f"flow {flow_id} already has {MAX_STEPS_PER_FLOW} steps")
+
+    def _seal(self, flow_id: str, step_id: str, side: str, values: dict[str, Any], pii: list[str]) -> dict[str, Any]:
+        return {
+            key: self._s.sealer.seal(value, f"{flow_id}/{step_id}/{side}/{key}") if key in pii else value
+            for key, value in values.items()
+        }
+
+    def _open(self, flow_id: str, record: dict[str, Any], side: str) -> dict[str, Any]:
+        return {
+            key: self._s.sealer.open(value, f"{flow_id}/{record['step_id']}/{side}/{key}")
+            if is_sealed(value)
+            else value
+            for key, value in record.get(side, {}).items()
+        }
+
+    def _consented(self, patient_id: str) -> bool:
+        response = self._db.get_item(
+            TableName=self._consents, Key={"patient_id": {"S": patient_id}}, ConsistentRead=True
+        )
+        return bool(response.get("Item", {}).get("reasoning_read", {}).get("BOOL", False))
+
+    def _fresh_dimensions(self, flow: FlowView, steps: list[dict[str, Any]]) -> Dimensions:
+        """For flows closed before snapshots existed: the radar computed now."""
+        return compute_dimensions(
+            [_signal(s) for s in steps],
+            flow.outcome.confidence if flow.outcome else None,
+            aborted=flow.flow_state == "aborted",
+            summaries_safe=bool(flow.patient_safe_summary),
+        )
+
+    def _stale_in_shard(self, shard: str, cutoff: str) -> Iterator[str]:
+        request: dict[str, Any] = {
+            "TableName": self._flows,
+            "IndexName": "by_active",
+            "KeyConditionExpression": "active_shard = :s AND created_at < :cutoff",
+            "ExpressionAttributeValues": {":s": {"S": shard}, ":cutoff": {"S": cutoff}},
+        }
+        while True:
+            response = self._db.query(**request)
+            for item in response.get("Items", []):
+                yield item["flow_id"]["S"]
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def flow_decay_job(services: Services) -> dict[str, int]:
+    """The hourly job: abort zombie flows."""
+    return FlowService(services).decay_stale_flows()
+
+
+def _signal(step: dict[str, Any]) -> StepSignal:
+    return StepSignal(step_kind=step["step_kind"], agent=step["agent"], confidence=step.get("confidence"))
+
+
+def _step_bucket(count: int) -> str:
+    return "0" if count == 0 else "1-3" if count <= 3 else "4-10" if count <= 10 else "11-50" if count <= 50 else "51+"
+
+
+def _encode_cursor(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(items.from_item(key)).encode()).decode()
+
+
+def _decode_cursor(cursor: str, trace_id: str) -> dict[str, Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, binascii.Error):
+        raise InvalidInput("cursor is not one this API returned") from None
+    if (
+        not isinstance(key, dict)
+        or key.get("trace_id") != trace_id
+        or set(key) != {"trace_id", "created_at", "flow_id"}
+    ):
+        raise InvalidInput("cursor is not one this API returned")
+    return items.to_item(key)
