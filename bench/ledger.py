@@ -55,17 +55,22 @@ class Meter:
         self.calls: Counter[str] = Counter()
         self.write_units = 0
         self.per_transaction: list[int] = []
+        self.items_per_transaction: list[int] = []
         client.meta.events.register("before-parameter-build.dynamodb.*", self._count)
 
     def _count(self, event_name: str, params: dict[str, Any], **_: Any) -> None:
         operation = event_name.rsplit(".", 1)[-1]
         self.calls[operation] += 1
         if operation == "TransactWriteItems":
+            # Put items are priced by their size; Update and ConditionCheck items by the caller.
             units = sum(
-                2 * math.ceil(item_size(next(iter(entry.values()))["Item"]) / 1024) for entry in params["TransactItems"]
+                2 * math.ceil(item_size(entry["Put"]["Item"]) / 1024)
+                for entry in params["TransactItems"]
+                if "Put" in entry
             )
             self.write_units += units
             self.per_transaction.append(units)
+            self.items_per_transaction.append(len(params["TransactItems"]))
 
 
 def run(endpoint: str, threads: int, total: int, run_id: str) -> tuple[float, list[Meter]]:

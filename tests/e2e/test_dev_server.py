@@ -127,6 +127,31 @@ def test_checkpoint_job_verify_and_the_latest_checkpoint_route(server: Any) -> N
     assert response.status_code == 200 and len(response.json()["root"]) == 64
 
 
+def test_an_agent_records_over_http_and_the_patient_reads_it(server: Any) -> None:
+    from flowledger.reasoning.recorder import HttpTransport, ReasoningFlowRecorder
+
+    writer = token(server, "--sub", "agent-e2e", "--scopes", "reasoning.write")
+    recorder = ReasoningFlowRecorder(HttpTransport(server.base_url, writer))
+    with recorder.flow("user_question", "e2e/1", "Question about a lab trend", patient_id="p-e2e") as flow:
+        first = flow.step("retrieval", "researcher", "Retrieved three passages", confidence=0.95)
+        flow.step("verdict", "critic", "Checked the claim", parents=[first], confidence=0.94)
+        flow.outcome("recommendation_delivered", "Recommended a follow-up test", 0.93)
+    patient = {
+        "Authorization": "Bearer "
+        + token(server, "--sub", "ann", "--scopes", "reasoning.read", "--patient-id", "p-e2e")
+    }
+    url = f"{server.base_url}/api/reasoning/flows/{flow.flow_id}"
+    assert httpx.get(url, headers=patient).json()["error"] == "consent_required"
+    assert (
+        httpx.put(
+            f"{server.base_url}/api/reasoning/consent", json={"reasoning_read": True}, headers=patient
+        ).status_code
+        == 200
+    )
+    narrative = httpx.get(url, headers=patient).json()
+    assert [s["summary"] for s in narrative["steps"]] == ["Retrieved three passages", "Checked the claim"]
+
+
 def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
     # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
     server.process.send_signal(signal.SIGINT)

@@ -95,8 +95,8 @@ class FlowView(BaseModel):
     trigger_type: str
     trigger_ref: str
     trigger_summary: str
-    trace_id: str | None
-    patient_id: str | None
+    trace_id: str | None = None
+    patient_id: str | None = None
     flow_state: Literal["active", "completed", "aborted"]
     created_by: str
     created_at: str
@@ -114,9 +114,9 @@ class StepView(BaseModel):
     step_kind: str
     agent: str
     summary_text: str
-    latency_ms: int | None
-    confidence: float | None
-    parent_step_ids: list[str]
+    latency_ms: int | None = None
+    confidence: float | None = None
+    parent_step_ids: list[str] = []
     created_at: str
 
 
