@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 MAX_KEY_AGE_SECONDS = 300
 MAX_KEY_USES = 1000
 SEALED_MARKER = "__sealed__"
@@ -55,6 +53,8 @@ class FieldSealer:
 
     def seal(self, value: Any, context: str) -> dict[str, str]:
         """An opaque record of ``value``; ``context`` (e.g. flow/step/field) is bound as AAD."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only steps with PII pay for it
+
         key = self._data_key()
         nonce = os.urandom(12)
         ciphertext = AESGCM(key.plaintext).encrypt(nonce, json.dumps(value).encode(), context.encode())
@@ -67,6 +67,8 @@ class FieldSealer:
 
     def open(self, sealed: dict[str, str], context: str) -> Any:
         """The value sealed with ``context``; raises if either was tampered with."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         encrypted_key = base64.b64decode(sealed["edk"])
         with self._lock:
             plaintext = self._opened.get(encrypted_key)
