@@ -370,3 +370,14 @@ def test_metrics_are_emitted_as_emf_with_the_seed_names(call: Call, capsys: pyte
     completed = by_name["reasoning.flow.completed"]
     assert (completed["outcome_type"], completed["patient_safe_summary"]) == ("recommendation_delivered", "true")
     assert by_name["reasoning.flow.latency_ms"]["step_count_bucket"] == "1-3"
+
+
+def test_a_flow_closed_without_a_snapshot_gets_a_fresh_radar(call: Call, services: Services) -> None:
+    flow_id = completed_flow(call)
+    services.aws.dynamodb.update_item(TableName=services.aws.table_name("flows"), Key={"flow_id": {"S": flow_id}},
+                                      UpdateExpression="REMOVE dimensions_snapshot")
+    consent(call)
+    status, narrative, _ = call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)
+    assert status == 200
+    radar = {axis["label"]: axis["score"] for axis in narrative["radar"]}
+    assert radar["Confidence"] == 7 and radar["Established practice"] == 3
