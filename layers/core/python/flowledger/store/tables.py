@@ -62,7 +62,11 @@ TABLES: tuple[TableSpec, ...] = (
         "runs",
         Key("session_id"),
         Key("run_id"),
-        indexes=(Index("safe_diagnosis", Key("safe_diagnosis_session_id"), _CREATED),),
+        indexes=(
+            # Sparse: only SUCCESS diagnosis runs with a published result carry the attribute.
+            Index("safe_diagnosis", Key("safe_diagnosis_session_id"), _CREATED),
+            Index("by_run", Key("run_id"), include=()),  # run id -> session, for cancel
+        ),
     ),
     TableSpec(
         "flows",

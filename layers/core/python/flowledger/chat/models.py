@@ -1,0 +1,121 @@
+"""Chat requests, runs and the protocol-neutral events a turn produces."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+SESSION_PATTERN = r"^ses_[0-9A-Z]{26}$"
+MAX_QUERY_CHARS = 4000
+
+
+class Intent(StrEnum):
+    SYSTEM_CHAT = "SYSTEM_CHAT"
+    KNOWLEDGE_QUERY = "KNOWLEDGE_QUERY"
+    DIAGNOSIS = "DIAGNOSIS"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class ReleaseOutcome(StrEnum):
+    SUCCESS = "SUCCESS"
+    FALLBACK = "FALLBACK"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class StatusCode(StrEnum):
+    """The only progress codes a client ever sees: fixed, and free of model output."""
+
+    ROUTING = "ROUTING"
+    ROUTED_SYSTEM_CHAT = "ROUTED_SYSTEM_CHAT"
+    ROUTED_KNOWLEDGE_QUERY = "ROUTED_KNOWLEDGE_QUERY"
+    ROUTED_DIAGNOSIS = "ROUTED_DIAGNOSIS"
+    LOOKING_UP_KNOWLEDGE = "LOOKING_UP_KNOWLEDGE"
+    COMPOSING_ANSWER = "COMPOSING_ANSWER"
+    DIAGNOSING = "DIAGNOSING"
+    RELEASING = "RELEASING"
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
+    session_id: Annotated[str, StringConstraints(pattern=SESSION_PATTERN)] | None = None
+
+
+class Reference(BaseModel):
+    document_id: str
+    title: str
+
+
+class PublicContent(BaseModel):
+    """What a client may see of an answer: never tool-call ids, raw evidence or guard reasons."""
+
+    text: str
+    references: list[Reference] = Field(default_factory=list)
+    limitations: str | None = None
+
+
+class StartEvent(BaseModel):
+    type: Literal["start"] = "start"
+    session_id: str
+    run_id: str
+
+
+class StatusEvent(BaseModel):
+    type: Literal["status"] = "status"
+    code: StatusCode
+
+
+class ContentEvent(BaseModel):
+    type: Literal["content"] = "content"
+    content: PublicContent
+
+
+class DoneEvent(BaseModel):
+    type: Literal["done"] = "done"
+    session_id: str
+    run_id: str
+    status: RunStatus
+    intent: Intent | None
+    release_outcome: ReleaseOutcome
+    model: str
+    offline_model: bool
+
+
+class ErrorEvent(BaseModel):
+    type: Literal["error"] = "error"
+    session_id: str | None = None
+    run_id: str | None = None
+    code: str
+    message: str
+
+
+ChatEvent = StartEvent | StatusEvent | ContentEvent | DoneEvent | ErrorEvent
+
+
+class RunView(BaseModel):
+    session_id: str
+    run_id: str
+    status: RunStatus
+    intent: Intent | None = None
+    release_outcome: ReleaseOutcome | None = None
+    created_at: str
+    finished_at: str | None = None
+    duration_ms: int | None = None
+    budget_usage: dict[str, Any] | None = None
+    model: str | None = None
+    offline_model: bool | None = None
+
+
+class RunPage(BaseModel):
+    runs: list[RunView]
+    next_cursor: str | None

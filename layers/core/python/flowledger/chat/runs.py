@@ -1,0 +1,252 @@
+"""The ``runs`` table: one item per turn, plus one header item per session naming its owner.
+
+Run ids are ULIDs, so a session's runs sort by creation time under ``session_id``. A run is
+created RUNNING and finished exactly once, conditionally on still being RUNNING: a cancelled run
+can never be completed by a late executor result.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from flowledger.chat.models import Intent, ReleaseOutcome, RunPage, RunStatus, RunView
+from flowledger.errors import Conflict, Forbidden, InvalidInput, NotFound
+from flowledger.ledger.events import timestamp
+from flowledger.services import Services
+from flowledger.store import items
+
+SESSION_HEADER = "#session"
+
+
+@dataclass(frozen=True)
+class LastTurn:
+    intent: Intent | None
+    query: str
+
+
+class RunStore:
+    def __init__(self, services: Services) -> None:
+        self._s = services
+        self._db = services.aws.dynamodb
+        self._table = services.aws.table_name("runs")
+
+    def create(self, session_id: str, run_id: str, owner: str, query: str, model: str, offline: bool) -> str:
+        """Persist the RUNNING run (and the session's owner on its first run) in one request."""
+        now = timestamp(self._s.clock())
+        header = {
+            "Put": {
+                "TableName": self._table,
+                "Item": items.to_item(
+                    {"session_id": session_id, "run_id": SESSION_HEADER, "owner": owner, "created_at": now}
+                ),
+                "ConditionExpression": "attribute_not_exists(session_id) OR #o = :owner",
+                "ExpressionAttributeNames": {"#o": "owner"},
+                "ExpressionAttributeValues": {":owner": {"S": owner}},
+            }
+        }
+        run = {
+            "Put": {
+                "TableName": self._table,
+                "Item": items.to_item(
+                    {
+                        "session_id": session_id,
+                        "run_id": run_id,
+                        "owner": owner,
+                        "query": query,
+                        "status": RunStatus.RUNNING.value,
+                        "created_at": now,
+                        "model": model,
+                        "offline_model": offline,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(run_id)",
+            }
+        }
+        try:
+            self._db.transact_write_items(TransactItems=[header, run])
+        except ClientError as exc:
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                raise Forbidden("this session belongs to another user") from None
+            raise
+        return now
+
+    def finish(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        status: RunStatus,
+        release: ReleaseOutcome,
+        intent: Intent | None,
+        published_result: dict[str, Any] | None,
+        content: dict[str, Any] | None,
+        started: str,
+        budget_usage: dict[str, Any],
+    ) -> bool:
+        """Record the one terminal outcome; False if the run had already ended (cancelled)."""
+        now = self._s.clock()
+        values: dict[str, Any] = {
+            ":status": status.value,
+            ":release": release.value,
+            ":finished": timestamp(now),
+            ":duration": int((now - _parse(started)).total_seconds() * 1000),
+            ":budget": budget_usage,
+            ":running": RunStatus.RUNNING.value,
+        }
+        update = (
+            "SET #s = :status, release_outcome = :release, finished_at = :finished, duration_ms = :duration, "
+            "budget_usage = :budget"
+        )
+        if intent is not None:
+            update += ", intent = :intent"
+            values[":intent"] = intent.value
+        if content is not None:
+            update += ", content = :content"
+            values[":content"] = content
+        if published_result is not None:
+            # Only a safe, published diagnosis enters the sparse PreviousTurn index.
+            update += ", published_result = :published, safe_diagnosis_session_id = :session"
+            values[":published"] = json.dumps(published_result, sort_keys=True)
+            values[":session"] = session_id
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}},
+                UpdateExpression=update,
+                ConditionExpression="#s = :running",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=items.to_item(values),
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def cancel(self, owner: str, run_id: str) -> RunView:
+        """Cancel a RUNNING run of the caller's; 409 when it already ended."""
+        found = self._db.query(
+            TableName=self._table,
+            IndexName="by_run",
+            KeyConditionExpression="run_id = :r",
+            ExpressionAttributeValues={":r": {"S": run_id}},
+        ).get("Items", [])
+        if not found:
+            raise NotFound(f"no run {run_id}")
+        session_id = found[0]["session_id"]["S"]
+        run = self.get(session_id, run_id)
+        if run is None or self._owner(session_id) != owner:
+            raise NotFound(f"no run {run_id}")  # another user's run does not exist for this caller
+        if not self.finish(
+            session_id,
+            run_id,
+            status=RunStatus.CANCELLED,
+            release=ReleaseOutcome.CANCELLED,
+            intent=run.intent,
+            published_result=None,
+            content=None,
+            started=run.created_at,
+            budget_usage=run.budget_usage or {},
+        ):
+            raise Conflict(f"run {run_id} already ended")
+        cancelled = self.get(session_id, run_id)
+        assert cancelled is not None
+        return cancelled
+
+    def status(self, session_id: str, run_id: str) -> RunStatus:
+        item = self._db.get_item(
+            TableName=self._table,
+            ConsistentRead=True,
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "status"},
+            Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}},
+        ).get("Item")
+        return RunStatus(item["status"]["S"]) if item else RunStatus.RUNNING
+
+    def get(self, session_id: str, run_id: str) -> RunView | None:
+        item = self._db.get_item(
+            TableName=self._table, ConsistentRead=True, Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}}
+        ).get("Item")
+        return RunView.model_validate(items.from_item(item)) if item else None
+
+    def last_turn(self, session_id: str, before_run: str) -> LastTurn | None:
+        """The session's run before ``before_run`` (any outcome): the router's optional context."""
+        response = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="session_id = :s AND run_id < :r",
+            ExpressionAttributeValues={":s": {"S": session_id}, ":r": {"S": before_run}},
+            ScanIndexForward=False,
+            Limit=2,
+            ProjectionExpression="run_id, intent, query",
+        )
+        for item in response.get("Items", []):
+            if item["run_id"]["S"] != SESSION_HEADER and "query" in item:
+                intent = item.get("intent", {}).get("S")
+                return LastTurn(Intent(intent) if intent else None, item["query"]["S"])
+        return None
+
+    def latest_safe_diagnosis(self, session_id: str) -> str | None:
+        """The raw published_result of the session's latest safe diagnosis run (one indexed query)."""
+        response = self._db.query(
+            TableName=self._table,
+            IndexName="safe_diagnosis",
+            KeyConditionExpression="safe_diagnosis_session_id = :s",
+            ExpressionAttributeValues={":s": {"S": session_id}},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        found = response.get("Items", [])
+        return found[0].get("published_result", {}).get("S") if found else None
+
+    def list_runs(self, owner: str, session_id: str, limit: int, cursor: str | None) -> RunPage:
+        if self._owner(session_id) != owner:
+            raise NotFound(f"no session {session_id}")
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "session_id = :s AND run_id < :h",
+            "ExpressionAttributeValues": {":s": {"S": session_id}, ":h": {"S": SESSION_HEADER}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = {"session_id": {"S": session_id}, "run_id": {"S": _run_from(cursor)}}
+        response = self._db.query(**request)
+        runs = [
+            RunView.model_validate(items.from_item(i))
+            for i in response.get("Items", [])
+            if i["run_id"]["S"] != SESSION_HEADER
+        ]
+        last = response.get("LastEvaluatedKey")
+        return RunPage(
+            runs=runs, next_cursor=base64.urlsafe_b64encode(last["run_id"]["S"].encode()).decode() if last else None
+        )
+
+    def _owner(self, session_id: str) -> str | None:
+        item = self._db.get_item(
+            TableName=self._table,
+            ConsistentRead=True,
+            Key={"session_id": {"S": session_id}, "run_id": {"S": SESSION_HEADER}},
+        ).get("Item")
+        return item["owner"]["S"] if item else None
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
+def _run_from(cursor: str) -> str:
+    try:
+        run_id = base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput("cursor is not one this API returned") from None
+    if not run_id.startswith("run_"):
+        raise InvalidInput("cursor is not one this API returned")
+    return run_id

@@ -1,0 +1,1 @@
+"""Model ports (chat, embeddings), the OpenAI adapter, the offline default and retry policies."""

@@ -1,0 +1,150 @@
+"""The offline default model: deterministic, no network, and labelled as such in every reply.
+
+It serves the three calls the chat use case makes, told apart by the output schema they ask for:
+``intent_route`` (clear keyword rules), ``knowledge_answer`` (quotes the best-matching sentence of
+the documents it was given, citing them) and free text (a fixed, honest system-chat answer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from flowledger.llm.ports import JsonSchema, Message, ModelInvalidOutput, Reply, ToolSpec, Usage
+
+NAME = "flowledger-offline-v1"
+_WORD = re.compile(r"[a-z0-9]+")
+_DIAGNOSIS = {
+    "diagnose",
+    "diagnosis",
+    "error",
+    "errors",
+    "failing",
+    "failed",
+    "failure",
+    "outage",
+    "down",
+    "crash",
+    "crashing",
+    "latency",
+    "slow",
+    "timeout",
+    "timeouts",
+    "incident",
+    "broken",
+    "logs",
+    "5xx",
+}
+_SYSTEM = {"hello", "hi", "hey", "thanks", "thank", "who", "help", "yourself", "capabilities"}
+_STOP = {
+    "the",
+    "a",
+    "an",
+    "is",
+    "are",
+    "of",
+    "to",
+    "in",
+    "on",
+    "for",
+    "and",
+    "or",
+    "what",
+    "how",
+    "do",
+    "does",
+    "i",
+    "my",
+    "me",
+    "it",
+    "this",
+    "that",
+    "with",
+    "can",
+    "you",
+    "be",
+    "about",
+    "tell",
+}
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def route(query: str) -> str:
+    """The offline routing rules: diagnosis words win, then small talk, else a knowledge question."""
+    tokens = set(words(query))
+    if tokens & _DIAGNOSIS:
+        return "DIAGNOSIS"
+    if tokens & _SYSTEM and len(tokens - _STOP - _SYSTEM) <= 2:
+        return "SYSTEM_CHAT"
+    return "KNOWLEDGE_QUERY"
+
+
+def _best_sentence(text: str, terms: set[str]) -> str:
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    if not sentences:
+        return ""
+    return max(sentences, key=lambda s: (len(set(words(s)) & terms), -len(s)))[:400]
+
+
+class OfflineChatModel:
+    @property
+    def name(self) -> str:
+        return NAME
+
+    @property
+    def offline(self) -> bool:
+        return True
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        schema: JsonSchema | None = None,
+        tools: list[ToolSpec] | None = None,
+        timeout_seconds: float,
+    ) -> Reply:
+        if schema is None:
+            return Reply(text=self._chat(messages[-1].content), usage=Usage(), model=NAME)
+        try:
+            request = json.loads(messages[-1].content)
+        except json.JSONDecodeError:
+            raise ModelInvalidOutput("the offline model needs its input as JSON") from None
+        if schema.name == "intent_route":
+            return Reply(data={"intent": route(str(request.get("query", "")))}, model=NAME)
+        if schema.name == "knowledge_answer":
+            return Reply(data=self._answer(request), model=NAME)
+        raise ModelInvalidOutput(f"the offline model has no rule for {schema.name!r}")
+
+    def _chat(self, query: str) -> str:
+        if set(words(query)) & {"hello", "hi", "hey"}:
+            return (
+                "Hello! I am Flowledger's assistant, running on the offline model. Ask me about the documents "
+                "in your knowledge base, or describe a problem to diagnose."
+            )
+        return (
+            "I am running on the offline model, so I can only route questions, quote your documents and "
+            "describe what I can do: answer questions from the knowledge base with citations, and diagnose "
+            "problems with tools and a budget. Configure OPENAI_API_KEY or OPENAI_BASE_URL for full answers."
+        )
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        terms = set(words(str(request.get("query", "")))) - _STOP
+        items = []
+        for document in request.get("documents", [])[:2]:
+            sentence = _best_sentence(str(document.get("text", "")), terms)
+            if sentence:
+                items.append(
+                    {
+                        "text": sentence,
+                        "invocation_id": request.get("invocation_id", ""),
+                        "document_ids": [document["document_id"]],
+                    }
+                )
+        return {
+            "answer_items": items,
+            "limitations": "Quoted from the retrieved documents by the offline model; not a reasoned answer.",
+        }

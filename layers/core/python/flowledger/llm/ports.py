@@ -1,0 +1,88 @@
+"""The ``ChatModel`` port: messages in; text, a strict JSON-schema object or tool calls out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class JsonSchema:
+    """A strict output schema: the model must answer with one object that validates against it."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str | None = None
+    data: dict[str, Any] | None = None  # the parsed object when a schema was asked for
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+
+class ModelError(Exception):
+    """A model call failed in a way a retry policy may retry."""
+
+
+class ModelTimeout(ModelError):
+    pass
+
+
+class ModelTransportError(ModelError):
+    pass
+
+
+class ModelInvalidOutput(ModelError):
+    """The model answered, but not in the shape that was asked for."""
+
+
+class ChatModel(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def offline(self) -> bool: ...
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        schema: JsonSchema | None = None,
+        tools: list[ToolSpec] | None = None,
+        timeout_seconds: float,
+    ) -> Reply: ...
