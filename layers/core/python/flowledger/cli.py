@@ -139,6 +139,66 @@ def cmd_audit_check_proof(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_knowledge_add(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from flowledger.knowledge.index import KnowledgeIndex
+
+    index = KnowledgeIndex(_store_services(args.data_dir))
+    for name in tqdm(args.files, desc="indexing", unit=" files", disable=None, file=sys.stderr):
+        added = index.add_document(Path(name).name, Path(name).read_bytes())
+        print(f"{added['document_id']}  v{added['version']}  {added['chunks']} chunks  {added['title']}")
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    import httpx
+
+    from flowledger.local.datadir import DataDir
+    from flowledger.local.devserver import development_token
+
+    directory = DataDir(Path(args.data_dir))
+    base_url = args.url or directory.endpoints().base_url
+    token = args.token or development_token(directory)
+    body = {"query": args.question, **({"session_id": args.session} if args.session else {})}
+    with httpx.stream(
+        "POST",
+        f"{base_url}/api/chat",
+        json=body,
+        timeout=120,
+        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+    ) as response:
+        if response.status_code != 200:
+            print(f"flowledger: error: {response.status_code} {response.read().decode()}", file=sys.stderr)
+            return 2
+        kind = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                _print_chat_event(kind, json.loads(line[6:]))
+    return 0
+
+
+def _print_chat_event(kind: str, data: dict[str, object]) -> None:
+    if kind == "start":
+        print(f"[session {data['session_id']}  run {data['run_id']}]", file=sys.stderr)
+    elif kind == "status":
+        print(f"  … {data['code']}", file=sys.stderr)
+    elif kind == "content":
+        content = data["content"]
+        assert isinstance(content, dict)
+        print(content["text"])
+        for reference in content.get("references") or []:
+            print(f"  [{reference['document_id']}] {reference['title']}")
+        if content.get("limitations"):
+            print(f"  ({content['limitations']})")
+    elif kind == "done":
+        print(f"[{data['status']} {data['intent']} via {data['model']}]", file=sys.stderr)
+    elif kind == "error":
+        print(f"[{data['code']}: {data['message']}]", file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowledger", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -189,6 +249,25 @@ def build_parser() -> argparse.ArgumentParser:
             default=os.environ.get("FLOWLEDGER_DATA_DIR"),
             help="a running dev server's data directory; omit to use the AWS environment",
         )
+    knowledge = commands.add_parser("knowledge", help="manage the knowledge base documents")
+    knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True, metavar="ACTION")
+    add = knowledge_commands.add_parser("add", help="index text or Markdown files (a new version if known)")
+    add.add_argument("files", nargs="+", help="the files to add")
+    add.add_argument(
+        "--data-dir",
+        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
+        help="a running dev server's data directory; omit to use the AWS environment",
+    )
+    add.set_defaults(func=cmd_knowledge_add)
+
+    chat = commands.add_parser("chat", help="ask a running server a question and stream the answer")
+    chat.add_argument("question", help="what to ask")
+    chat.add_argument("--session", help="continue this session (ses_...)")
+    chat.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the dev server's data directory")
+    chat.add_argument("--url", help="the server's base URL (default: from the data directory)")
+    chat.add_argument("--token", help="a bearer token with the chat scope (default: a local dev token)")
+    chat.set_defaults(func=cmd_chat)
+
     check = audit_commands.add_parser("check-proof", help="check a proof file offline (no store needed)")
     check.add_argument("file", help="the proof file")
     check.set_defaults(func=cmd_audit_check_proof)

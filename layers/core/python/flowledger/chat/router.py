@@ -34,16 +34,19 @@ INSTRUCTIONS = (
 class RoutingUnavailable(FlowledgerError):
     code = "ROUTING_UNAVAILABLE"
 
+    def __init__(self, message: str, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
 
 class IntentRouter:
     def __init__(self, model: ChatModel, policy: RetryPolicy, timeout_seconds: float) -> None:
         self._model = model
         self._policy = policy
         self._timeout = timeout_seconds
-        self.attempts = 0
 
-    def route(self, query: str, last_intent: Intent | None, last_user_query: str | None) -> Intent:
-        """The intent of ``query``; raises :class:`RoutingUnavailable` when the policy gives up."""
+    def route(self, query: str, last_intent: Intent | None, last_user_query: str | None) -> tuple[Intent, int]:
+        """The intent of ``query`` and the attempts it took; :class:`RoutingUnavailable` when the policy gives up."""
         payload = {
             "query": query,
             "last_intent": last_intent.value if last_intent else None,
@@ -60,8 +63,6 @@ class IntentRouter:
             return Intent(value)
 
         try:
-            intent, self.attempts = self._policy.run(attempt)
+            return self._policy.run(attempt)
         except ModelError as exc:
-            self.attempts = self._policy.max_attempts
-            raise RoutingUnavailable(f"routing failed: {type(exc).__name__}") from None
-        return intent
+            raise RoutingUnavailable(f"routing failed: {type(exc).__name__}", self._policy.max_attempts) from None

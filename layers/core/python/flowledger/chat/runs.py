@@ -185,7 +185,8 @@ class RunStore:
             ExpressionAttributeValues={":s": {"S": session_id}, ":r": {"S": before_run}},
             ScanIndexForward=False,
             Limit=2,
-            ProjectionExpression="run_id, intent, query",
+            ProjectionExpression="run_id, intent, #q",
+            ExpressionAttributeNames={"#q": "query"},
         )
         for item in response.get("Items", []):
             if item["run_id"]["S"] != SESSION_HEADER and "query" in item:

@@ -13,8 +13,18 @@ K1 = 1.5
 B = 0.75
 
 
+# Function words carry no topic; left in, "what about X" would match any document saying "about".
+STOP_WORDS = frozenset(
+    "a about above after again all am an and any are as at be because been being below between both but by can "
+    "could did do does doing down during each few for from further had has have having he her here hers him his "
+    "how i if in into is it its itself just me more most my no nor not now of off on once only or other our out "
+    "over own same she should so some such than that the their them then there these they this those through to "
+    "too under until up very was we were what when where which while who whom why will with would you your".split()
+)
+
+
 def tokenize(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    return [word for word in _WORD.findall(text.lower()) if word not in STOP_WORDS]
 
 
 @dataclass(frozen=True)

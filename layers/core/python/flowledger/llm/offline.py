@@ -84,10 +84,12 @@ def route(query: str) -> str:
 
 
 def _best_sentence(text: str, terms: set[str]) -> str:
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
-    if not sentences:
-        return ""
-    return max(sentences, key=lambda s: (len(set(words(s)) & terms), -len(s)))[:400]
+    """The sentence sharing most words with the query (headings skipped), or "" when none shares any."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(lines)) if s.strip()]
+    scored = [(len(set(words(s)) & terms), -len(s), s) for s in sentences]
+    best = max(scored, default=(0, 0, ""))
+    return best[2][:400] if best[0] > 0 else ""
 
 
 class OfflineChatModel:

@@ -12,11 +12,13 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from flowledger import __version__
 from flowledger.api.app import build_resolver
+from flowledger.api.chat_app import create_app
 from flowledger.api.registry import REST_CAPABILITIES
 from flowledger.api.tokens import SCOPES, TokenVerifier, mint_token
 from flowledger.config import Settings, load_settings
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
+from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
 from flowledger.local.gateway import GatewayResolver, LocalGateway
 from flowledger.local.moto_server import LockedMotoServer
@@ -28,6 +30,7 @@ from flowledger.store.tables import BUCKETS, TABLES
 
 # moto accepts any credentials; fixed ones keep the embedded store independent of ~/.aws.
 EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
+DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
 DEV_TOKEN_TTL_SECONDS = 12 * 3600
 
 
@@ -74,6 +77,7 @@ def start_local_stack(data_dir: Path, host: str, port: int, **settings_overrides
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
         provision_all(services.aws, settings.aws_region, settings.data_key_id)
+        seed_demo_documents(services)
         endpoints = LocalEndpoints(
             base_url=base_url,
             aws_endpoint_url=aws_endpoint,
@@ -108,7 +112,18 @@ def _gateway(settings: Settings, services: Services, directory: DataDir) -> Loca
     tokens = TokenVerifier(settings.jwks_url, settings.jwt_issuer, settings.jwt_audience)
     sigv4 = SigV4Verifier(directory.admin_credentials())
     jwks = directory.jwks()
-    return LocalGateway(rest, tokens, sigv4, public_routes={"/.well-known/jwks.json": lambda: jwks})
+    gateway = LocalGateway(rest, tokens, sigv4, public_routes={"/.well-known/jwks.json": lambda: jwks})
+    gateway.mount("/api/chat", create_app(lambda: services))
+    return gateway
+
+
+def seed_demo_documents(services: Services) -> int:
+    """Index the demo documents shipped with the package (a fresh store starts empty)."""
+    index = KnowledgeIndex(services)
+    documents = sorted(DEMO_DOCUMENTS.glob("*.md"))
+    for path in documents:
+        index.add_document(path.name, path.read_bytes())
+    return len(documents)
 
 
 def development_token(directory: DataDir) -> str:

@@ -10,22 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
 from aws_lambda_powertools.event_handler import HttpResolverLocal
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flowledger.api.access import Access, access_for
 from flowledger.api.tokens import TokenVerifier, authorizer_context, bearer_token
 from flowledger.errors import FlowledgerError, Forbidden, Unauthenticated
 from flowledger.local.sigv4 import SigV4Verifier
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 API_GATEWAY_MAX_BODY = 10 * 1024 * 1024  # API Gateway's own payload limit
 # Lambda Web Adapter passes API Gateway's request context to the ASGI app in this header.
@@ -151,7 +147,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     """Hand the already-read body to the app once, then the server's own messages (disconnect)."""
     sent = False
 
-    async def replay() -> dict[str, Any]:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True

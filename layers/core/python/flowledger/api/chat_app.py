@@ -1,0 +1,188 @@
+"""The streaming chat app (ASGI, Starlette): Lambda Web Adapter runs it in AWS, the dev server mounts it.
+
+``POST /api/chat`` streams the turn's events as Server-Sent Events, one frame per event as it
+happens; with ``Accept: application/json`` it answers once with the same outcome as JSON. Both
+consume the one event generator of the use case. The caller comes from the request context that
+API Gateway (through Lambda Web Adapter) or the dev server's gateway put in ``x-amzn-request-context``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from functools import cache
+from http import HTTPStatus
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from flowledger.api.errors import status_for
+from flowledger.api.principals import Principal, require_scope
+from flowledger.chat.models import SESSION_PATTERN, ChatEvent, ChatRequest, ContentEvent, DoneEvent, ErrorEvent
+from flowledger.chat.runs import RunStore
+from flowledger.chat.usecase import CancelToken, ChatApplicationUseCase
+from flowledger.errors import FlowledgerError, InvalidInput, PayloadTooLarge
+from flowledger.services import Services, bootstrap
+
+REQUEST_CONTEXT_HEADER = "x-amzn-request-context"
+logger = logging.getLogger("flowledger.chat")
+_DONE = object()
+
+
+def _error(status: HTTPStatus, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, **extra}, status_code=status.value)
+
+
+def _principal(request: Request) -> Principal:
+    try:
+        context = json.loads(request.headers.get(REQUEST_CONTEXT_HEADER, "{}"))
+    except json.JSONDecodeError:
+        context = {}
+    return require_scope({"requestContext": context}, "chat")
+
+
+def sse_frame(event: ChatEvent) -> bytes:
+    return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
+
+
+def final_body(events: list[ChatEvent]) -> dict[str, Any]:
+    """The JSON variant: the same outcome the stream ends with, as one object."""
+    body: dict[str, Any] = {"status_codes": [e.code for e in events if e.type == "status"]}
+    for event in events:
+        if event.type == "start":
+            body.update(session_id=event.session_id, run_id=event.run_id)
+        elif isinstance(event, ContentEvent):
+            body["content"] = event.content.model_dump()
+        elif isinstance(event, DoneEvent):
+            body.update(event.model_dump(exclude={"type"}))
+        elif isinstance(event, ErrorEvent):
+            body["error"] = {"code": event.code, "message": event.message}
+    return body
+
+
+def create_app(
+    services: Callable[[], Services] = bootstrap, use_case: Callable[[], ChatApplicationUseCase] | None = None
+) -> Starlette:
+    """The ASGI app; ``uvicorn --factory flowledger.api.chat_app:create_app`` serves it under LWA."""
+
+    @cache
+    def default_use_case() -> ChatApplicationUseCase:
+        from flowledger.chat.wiring import build_use_case
+
+        return build_use_case(services())
+
+    turn = use_case or default_use_case
+
+    async def chat(request: Request) -> Response:
+        principal = _principal(request)
+        body = await request.body()
+        if len(body) > services().settings.max_body_bytes:
+            raise PayloadTooLarge(f"request body exceeds {services().settings.max_body_bytes} bytes")
+        try:
+            chat_request = ChatRequest.model_validate_json(body)
+        except ValidationError as exc:
+            fields = [{"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in exc.errors()]
+            return _error(
+                HTTPStatus.UNPROCESSABLE_ENTITY,
+                "validation_error",
+                "the request does not match the schema",
+                fields=fields,
+            )
+        cancel = CancelToken()
+        events = turn().run(principal, chat_request, cancel)
+        if "application/json" in request.headers.get("accept", ""):
+            collected: list[ChatEvent] = await run_in_threadpool(list, events)
+            return JSONResponse(final_body(collected))
+        return StreamingResponse(
+            _stream(events, cancel),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def list_runs(request: Request) -> Response:
+        principal = _principal(request)
+        session_id = request.path_params["session_id"]
+        if not _matches(SESSION_PATTERN, session_id):
+            raise InvalidInput("session_id is not a session id")
+        try:
+            limit = int(request.query_params.get("limit", "20"))
+        except ValueError:
+            raise InvalidInput("limit must be a number") from None
+        if not 1 <= limit <= 100:
+            raise InvalidInput("limit must be between 1 and 100")
+        page = await run_in_threadpool(
+            RunStore(services()).list_runs, principal.id, session_id, limit, request.query_params.get("cursor")
+        )
+        return JSONResponse(page.model_dump(mode="json"))
+
+    async def cancel_run(request: Request) -> Response:
+        principal = _principal(request)
+        run = await run_in_threadpool(RunStore(services()).cancel, principal.id, request.path_params["run_id"])
+        return JSONResponse(run.model_dump(mode="json"))
+
+    async def domain_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, FlowledgerError)
+        return _error(status_for(exc), exc.code, exc.message)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        request_id = str(uuid.uuid4())
+        logger.exception("unhandled chat error", extra={"request_id": request_id})
+        return _error(
+            HTTPStatus.INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "internal error; quote the request id when reporting it",
+            request_id=request_id,
+        )
+
+    return Starlette(
+        routes=[
+            Route("/api/chat", chat, methods=["POST"]),
+            Route("/api/chat/sessions/{session_id}/runs", list_runs, methods=["GET"]),
+            Route("/api/chat/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+        ],
+        exception_handlers={FlowledgerError: domain_error, Exception: unexpected},
+    )
+
+
+async def _stream(events: Any, cancel: CancelToken) -> AsyncIterator[bytes]:
+    """Frames as the worker thread produces events. If the client goes away, the run is cancelled
+    and the worker finishes it (as CANCELLED) on its own; nothing more is sent."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    def work() -> None:
+        try:
+            for event in events:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+        except Exception as exc:  # surfaces in the stream as a generic error frame
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+    worker = loop.run_in_executor(None, work)
+    try:
+        while True:
+            item = await queue.get()
+            if item is _DONE:
+                break
+            if isinstance(item, Exception):
+                yield sse_frame(ErrorEvent(code="internal_error", message="internal error"))
+                break
+            yield sse_frame(item)
+    finally:
+        if not worker.done():
+            cancel.cancel()  # the client disconnected mid-run
+
+
+def _matches(pattern: str, value: str) -> bool:
+    import re
+
+    return re.fullmatch(pattern, value) is not None

@@ -1,0 +1,150 @@
+"""ChatApplicationUseCase: one persisted run per turn, routed to one fixed executor.
+
+``run`` is a plain generator of typed events (start, status, content, done, error); the SSE and
+JSON adapters both consume it, so streaming and standard responses cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from flowledger.api.principals import Principal
+from flowledger.chat.executors import Budget, ExecutionFailed, Executor, TurnContext
+from flowledger.chat.models import (
+    ChatEvent,
+    ChatRequest,
+    ContentEvent,
+    DoneEvent,
+    ErrorEvent,
+    Intent,
+    ReleaseOutcome,
+    RunStatus,
+    StartEvent,
+    StatusCode,
+    StatusEvent,
+)
+from flowledger.chat.previous_turn import previous_turn_from
+from flowledger.chat.router import IntentRouter, RoutingUnavailable
+from flowledger.chat.runs import RunStore
+from flowledger.ids import new_id
+from flowledger.llm.ports import ChatModel
+
+ROUTED = {
+    Intent.SYSTEM_CHAT: StatusCode.ROUTED_SYSTEM_CHAT,
+    Intent.KNOWLEDGE_QUERY: StatusCode.ROUTED_KNOWLEDGE_QUERY,
+    Intent.DIAGNOSIS: StatusCode.ROUTED_DIAGNOSIS,
+}
+
+
+@dataclass
+class CancelToken:
+    """Shared by the transport (client disconnect) and the run: once set, the run cannot succeed."""
+
+    _event: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass
+class ChatApplicationUseCase:
+    runs: RunStore
+    router: IntentRouter
+    executors: dict[Intent, Executor]
+    model: ChatModel
+
+    def run(self, principal: Principal, request: ChatRequest, cancel: CancelToken) -> Iterator[ChatEvent]:
+        """Run one turn, yielding its events as they happen."""
+        session_id = request.session_id or new_id("ses_")
+        run_id = new_id("run_")
+        started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
+        yield StartEvent(session_id=session_id, run_id=run_id)
+        budget = Budget()
+        intent: Intent | None = None
+
+        def end(status: RunStatus, release: ReleaseOutcome, code: str, message: str) -> ErrorEvent:
+            self.runs.finish(
+                session_id,
+                run_id,
+                status=status,
+                release=release,
+                intent=intent,
+                published_result=None,
+                content=None,
+                started=started,
+                budget_usage=budget.usage(),
+            )
+            return ErrorEvent(session_id=session_id, run_id=run_id, code=code, message=message)
+
+        yield StatusEvent(code=StatusCode.ROUTING)
+        last = self.runs.last_turn(session_id, run_id)
+        try:
+            intent, attempts = self.router.route(
+                request.query, last.intent if last else None, last.query if last else None
+            )
+        except RoutingUnavailable as exc:
+            budget.model_calls += exc.attempts
+            yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, "ROUTING_UNAVAILABLE", "the request could not be routed")
+            return
+        budget.model_calls += attempts
+        if cancel.cancelled:
+            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+            return
+        yield StatusEvent(code=ROUTED[intent])
+        previous = (
+            previous_turn_from(self.runs.latest_safe_diagnosis(session_id)) if intent is Intent.DIAGNOSIS else None
+        )
+        context = TurnContext(
+            query=request.query, budget=budget, previous_turn=previous, cancelled=lambda: cancel.cancelled
+        )
+        try:
+            stages = self.executors[intent].execute(context)
+            while True:
+                try:
+                    code = next(stages)
+                except StopIteration as done:
+                    execution = done.value
+                    break
+                yield StatusEvent(code=code)
+                if cancel.cancelled:
+                    stages.close()
+                    yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+                    return
+        except ExecutionFailed as exc:
+            yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, exc.code, "no answer could be published")
+            return
+        if cancel.cancelled:
+            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+            return
+        content = execution.content.model_dump() if execution.content else None
+        finished = self.runs.finish(
+            session_id,
+            run_id,
+            status=RunStatus.SUCCESS,
+            release=execution.release,
+            intent=intent,
+            published_result=execution.published_result,
+            content=content,
+            started=started,
+            budget_usage=budget.usage(),
+        )
+        if not finished:  # cancelled through the API while the executor worked: the late result is dropped
+            yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message="the run was cancelled")
+            return
+        if execution.content is not None:
+            yield ContentEvent(content=execution.content)
+        yield DoneEvent(
+            session_id=session_id,
+            run_id=run_id,
+            status=RunStatus.SUCCESS,
+            intent=intent,
+            release_outcome=execution.release,
+            model=self.model.name,
+            offline_model=self.model.offline,
+        )
