@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from moto import mock_aws
@@ -76,3 +80,79 @@ def jwks_url(data_dir: DataDir) -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_port}/.well-known/jwks.json"
     server.shutdown()
     server.server_close()
+
+
+class ScriptedOpenAI:
+    """An OpenAI-compatible chat completions server on loopback that answers from a script.
+
+    Each script entry is one response: ``{"json": obj}``, ``{"text": str}``, ``{"raw": str}``,
+    ``{"status": 500}``, ``{"drop": True}`` (close without answering), optionally with
+    ``"delay": seconds``; or a callable taking the request body and returning such an entry.
+    """
+
+    def __init__(self) -> None:
+        self.script: list[Any] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with owner._lock:
+                    owner.requests.append(body)
+                    entry = owner.script.pop(0) if owner.script else {"status": 500}
+                if callable(entry):
+                    entry = entry(body)
+                time.sleep(entry.get("delay", 0))
+                if entry.get("drop"):
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if "status" in entry:
+                    self._send(entry["status"], {"error": {"message": "scripted failure", "type": "server_error"}})
+                    return
+                content = json.dumps(entry["json"]) if "json" in entry else entry.get("text", entry.get("raw"))
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-scripted",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "scripted",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                        ],
+                        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                    },
+                )
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                # The client may have given up already (a timeout test): nothing to answer then.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def scripted_openai() -> Iterator[ScriptedOpenAI]:
+    server = ScriptedOpenAI()
+    yield server
+    server.close()

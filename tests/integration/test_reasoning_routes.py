@@ -374,8 +374,11 @@ def test_metrics_are_emitted_as_emf_with_the_seed_names(call: Call, capsys: pyte
 
 def test_a_flow_closed_without_a_snapshot_gets_a_fresh_radar(call: Call, services: Services) -> None:
     flow_id = completed_flow(call)
-    services.aws.dynamodb.update_item(TableName=services.aws.table_name("flows"), Key={"flow_id": {"S": flow_id}},
-                                      UpdateExpression="REMOVE dimensions_snapshot")
+    services.aws.dynamodb.update_item(
+        TableName=services.aws.table_name("flows"),
+        Key={"flow_id": {"S": flow_id}},
+        UpdateExpression="REMOVE dimensions_snapshot",
+    )
     consent(call)
     status, narrative, _ = call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)
     assert status == 200

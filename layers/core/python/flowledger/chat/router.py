@@ -8,6 +8,7 @@ retried once with identical input; a second failure is ROUTING_UNAVAILABLE.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from flowledger.chat.models import Intent
 from flowledger.errors import FlowledgerError
@@ -39,14 +40,21 @@ class RoutingUnavailable(FlowledgerError):
         self.attempts = attempts
 
 
+@dataclass(frozen=True)
+class Routing:
+    intent: Intent
+    attempts: int
+    tokens: int
+
+
 class IntentRouter:
     def __init__(self, model: ChatModel, policy: RetryPolicy, timeout_seconds: float) -> None:
         self._model = model
         self._policy = policy
         self._timeout = timeout_seconds
 
-    def route(self, query: str, last_intent: Intent | None, last_user_query: str | None) -> tuple[Intent, int]:
-        """The intent of ``query`` and the attempts it took; :class:`RoutingUnavailable` when the policy gives up."""
+    def route(self, query: str, last_intent: Intent | None, last_user_query: str | None) -> Routing:
+        """The intent of ``query`` and what routing cost; :class:`RoutingUnavailable` when the policy gives up."""
         payload = {
             "query": query,
             "last_intent": last_intent.value if last_intent else None,
@@ -54,8 +62,12 @@ class IntentRouter:
         }
         messages = [Message("system", INSTRUCTIONS), Message("user", json.dumps(payload))]
 
+        tokens = 0
+
         def attempt() -> Intent:
+            nonlocal tokens
             reply = self._model.complete(messages, schema=SCHEMA, timeout_seconds=self._timeout)
+            tokens += reply.usage.total
             data = reply.data or {}
             value = data.get("intent")
             if not isinstance(value, str) or value not in Intent.__members__ or set(data) != {"intent"}:
@@ -63,6 +75,7 @@ class IntentRouter:
             return Intent(value)
 
         try:
-            return self._policy.run(attempt)
+            intent, attempts = self._policy.run(attempt)
         except ModelError as exc:
             raise RoutingUnavailable(f"routing failed: {type(exc).__name__}", self._policy.max_attempts) from None
+        return Routing(intent, attempts, tokens)

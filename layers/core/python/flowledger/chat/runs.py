@@ -212,8 +212,8 @@ class RunStore:
             raise NotFound(f"no session {session_id}")
         request: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "session_id = :s AND run_id < :h",
-            "ExpressionAttributeValues": {":s": {"S": session_id}, ":h": {"S": SESSION_HEADER}},
+            "KeyConditionExpression": "session_id = :s AND begins_with(run_id, :run)",
+            "ExpressionAttributeValues": {":s": {"S": session_id}, ":run": {"S": "run_"}},
             "ScanIndexForward": False,
             "Limit": limit,
         }

@@ -85,14 +85,14 @@ class ChatApplicationUseCase:
         yield StatusEvent(code=StatusCode.ROUTING)
         last = self.runs.last_turn(session_id, run_id)
         try:
-            intent, attempts = self.router.route(
-                request.query, last.intent if last else None, last.query if last else None
-            )
+            routing = self.router.route(request.query, last.intent if last else None, last.query if last else None)
         except RoutingUnavailable as exc:
             budget.model_calls += exc.attempts
             yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, "ROUTING_UNAVAILABLE", "the request could not be routed")
             return
-        budget.model_calls += attempts
+        intent = routing.intent
+        budget.model_calls += routing.attempts
+        budget.tokens += routing.tokens
         if cancel.cancelled:
             yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
             return
