@@ -37,6 +37,7 @@ def build_app(skip_dependencies_layer: bool | None = None) -> App:
         jwt_issuer=context("flowledger:jwtIssuer"),
         jwt_audience=context("flowledger:jwtAudience") or "flowledger",
         dependencies_folder=dependencies,
+        lwa_layer_version=int(context("flowledger:lwaLayerVersion") or 27),
     )
     FlowledgerStack(
         app,

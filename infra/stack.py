@@ -10,6 +10,7 @@ from constructs import Construct
 
 from flowledger.api.registry import REST_CAPABILITIES, route_table
 from infra.constructs.api import Api
+from infra.constructs.chat import Chat
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
@@ -21,6 +22,7 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",)),
     "reasoning": DataAccess(write_tables=("flows", "steps", "consents", "rate_limits", "ledger"), seal_fields=True),
 }
+CHAT_ACCESS = DataAccess(read_tables=("knowledge",), write_tables=("runs",), read_buckets=("documents",))
 JOBS_ACCESS = DataAccess(
     read_tables=("steps",),
     write_tables=("ledger", "flows"),
@@ -36,6 +38,7 @@ class StackSettings:
     jwt_issuer: str
     jwt_audience: str
     dependencies_folder: Path
+    lwa_layer_version: int
 
 
 class FlowledgerStack(Stack):
@@ -76,6 +79,8 @@ class FlowledgerStack(Stack):
             api.add_routes(route_table(*routers), function)
             data.grant(function, CAPABILITY_ACCESS[name])
             self.capability_functions[name] = function
+        chat = Chat(self, "Chat", defaults=defaults, api=api, lwa_layer_version=settings.lwa_layer_version)
+        data.grant(chat.function, CHAT_ACCESS)
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
         data.grant(jobs.function, JOBS_ACCESS)
         self.data = data

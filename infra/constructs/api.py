@@ -92,9 +92,19 @@ class Api(Construct):
             ),
         )
 
-    def add_routes(self, routes: list[RouteSpec], function: lambda_.IFunction) -> None:
-        """Expose each route on the API, integrated with ``function`` and guarded by its access."""
-        integration = apigw.LambdaIntegration(function)
+    def add_routes(self, routes: list[RouteSpec], function: lambda_.IFunction, stream: bool = False) -> None:
+        """Expose each route on the API, integrated with ``function`` and guarded by its access.
+
+        ``stream`` sends the response through as the function writes it (response streaming), with
+        the longer integration timeout streaming allows.
+        """
+        integration = (
+            apigw.LambdaIntegration(
+                function, response_transfer_mode=apigw.ResponseTransferMode.STREAM, timeout=Duration.minutes(5)
+            )
+            if stream
+            else apigw.LambdaIntegration(function)
+        )
         for route in routes:
             resource = self.rest_api.root.resource_for_path(route.path)
             method = resource.add_method(

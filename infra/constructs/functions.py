@@ -39,6 +39,8 @@ def python_function(
     timeout: Duration | None = None,
     memory_size: int = 512,
     environment: dict[str, str] | None = None,
+    handler: str = "handler.handler",
+    extra_layers: list[lambda_.ILayerVersion] | None = None,
 ) -> lambda_.Function:
     """A function from ``functions/<name>/handler.py`` with its own role, log group and tracing."""
     log_group = logs.LogGroup(
@@ -50,9 +52,9 @@ def python_function(
         description=description,
         runtime=RUNTIME,
         architecture=ARCHITECTURE,
-        handler="handler.handler",
+        handler=handler,
         code=lambda_.Code.from_asset(str(ROOT / "functions" / name), exclude=_EXCLUDE),
-        layers=defaults.layers,
+        layers=[*defaults.layers, *(extra_layers or [])],
         environment={**defaults.environment, "POWERTOOLS_SERVICE_NAME": name, **(environment or {})},
         timeout=timeout or Duration.seconds(15),
         memory_size=memory_size,

@@ -10,6 +10,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
 from flowledger.api.access import Access
+from flowledger.api.chat_app import CHAT_ROUTES
 from flowledger.api.registry import REST_CAPABILITIES, route_table
 from flowledger.jobs import JOBS
 from flowledger.store.tables import TABLES, physical_table_name
@@ -64,7 +65,7 @@ def test_every_function_has_its_own_role_tracing_and_a_retained_log_group(resour
         assert properties["TracingConfig"] == {"Mode": "Active"}
         assert properties["Runtime"].startswith("python3.")
         assert properties["Architectures"] == ["arm64"]
-        assert len(properties["Layers"]) == 2
+        assert [layer.get("Ref", "")[:10] for layer in properties["Layers"][:2]] == ["LayersDepe", "LayersCore"]
     for group in of_type(resources, "AWS::Logs::LogGroup").values():
         assert group["Properties"]["RetentionInDays"] == 90
 
@@ -88,6 +89,7 @@ def test_every_route_is_deployed_with_the_authentication_its_path_requires(resou
         for routers in REST_CAPABILITIES.values()
         for route in route_table(*routers)
     }
+    expected.update({(path, method): "CUSTOM" for path, method in CHAT_ROUTES})
     assert expected  # the registry is not empty
     assert deployed == expected
 
@@ -166,3 +168,25 @@ def test_roles_get_only_what_their_capability_needs(resources: dict[str, Any]) -
     assert not any(a.startswith("s3:") for a in reasoning)
     core = actions.get(_role_of(resources, "Functioncore"), set())
     assert not any(a.startswith(("dynamodb:", "s3:")) for a in core)
+
+
+def test_chat_streams_through_lambda_web_adapter(template: Template, resources: dict[str, Any]) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "run.sh",
+            "Environment": {
+                "Variables": Match.object_like(
+                    {"AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap", "AWS_LWA_INVOKE_MODE": "response_stream"}
+                )
+            },
+        },
+    )
+    streaming = [
+        m
+        for m in of_type(resources, "AWS::ApiGateway::Method").values()
+        if m["Properties"]["Integration"].get("ResponseTransferMode") == "STREAM"
+    ]
+    assert [(_path_of(resources, m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]) for m in streaming] == [
+        ("/api/chat", "POST")
+    ]

@@ -33,6 +33,13 @@ from flowledger.errors import FlowledgerError, InvalidInput, PayloadTooLarge
 from flowledger.services import Services, bootstrap
 
 REQUEST_CONTEXT_HEADER = "x-amzn-request-context"
+# The chat app's routes (path, method): the app serves them and CDK exposes exactly these.
+CHAT_ROUTES = (
+    ("/api/chat", "POST"),
+    ("/api/chat/sessions/{session_id}/runs", "GET"),
+    ("/api/chat/runs/{run_id}/cancel", "POST"),
+)
+STREAMING_ROUTES = {("/api/chat", "POST")}
 logger = logging.getLogger("flowledger.chat")
 _DONE = object()
 
@@ -144,9 +151,8 @@ def create_app(
 
     return Starlette(
         routes=[
-            Route("/api/chat", chat, methods=["POST"]),
-            Route("/api/chat/sessions/{session_id}/runs", list_runs, methods=["GET"]),
-            Route("/api/chat/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+            Route(path, endpoint, methods=[method])
+            for (path, method), endpoint in zip(CHAT_ROUTES, (chat, list_runs, cancel_run), strict=True)
         ],
         exception_handlers={FlowledgerError: domain_error, Exception: unexpected},
     )
