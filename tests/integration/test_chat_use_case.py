@@ -429,3 +429,41 @@ async def test_last_run_is_fallback_failed_or_cancelled(services: Services, scri
     raw = RunStore(services).latest_safe_diagnosis(session)
     assert raw is not None and json.loads(raw)["conclusion"] == "The payment service times out."
     assert RunStore(services).latest_safe_diagnosis("ses_01JD0000000000000000000000") is None
+
+
+async def test_with_capture_enabled_each_run_records_a_flow(services: Services, scripted_openai: Any) -> None:
+    from flowledger.api.principals import Principal
+    from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecorder
+    from flowledger.reasoning.service import FlowService
+
+    harness = Harness(services, scripted_openai)
+    writer = Principal(kind="user", id="service:chat", scopes=frozenset({"reasoning.write"}))
+    harness.use_case.recorder = ReasoningFlowRecorder(InProcessTransport(FlowService(services), writer))
+    harness.scripted.script = [route("KNOWLEDGE_QUERY"), knowledge_answer()]
+    outcome = await harness.ask("json", "how often does the ledger checkpoint?")
+    flows = FlowService(services).flows_by_trace(outcome["session_id"], 10, None).flows
+    assert len(flows) == 1 and flows[0].flow_state == "completed"
+    dag = FlowService(services).admin_flow(Principal(kind="iam", id="arn:aws:iam::1:user/a"), flows[0].flow_id)
+    assert [s.step_kind for s in dag.steps] == ["routing", "knowledge_answer"]
+    assert dag.flow.patient_safe_summary is True
+    assert "ledger" not in json.dumps(dag.model_dump())  # no user or model text in the flow
+
+
+async def test_a_failing_recorder_never_fails_the_run(services: Services, scripted_openai: Any) -> None:
+    from flowledger.reasoning.recorder import ReasoningFlowRecorder
+
+    class Broken:
+        def start(self, body: Any) -> str:
+            raise ConnectionError("store down")
+
+        def step(self, flow_id: str, body: Any) -> None:
+            raise ConnectionError("store down")
+
+        def close(self, flow_id: str, body: Any) -> None:
+            raise ConnectionError("store down")
+
+    harness = Harness(services, scripted_openai)
+    harness.use_case.recorder = ReasoningFlowRecorder(Broken())
+    harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
+    outcome = await harness.ask("sse", "hello")
+    assert outcome["status"] == "SUCCESS" and outcome["content"]["text"] == "Hi"

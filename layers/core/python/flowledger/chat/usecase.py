@@ -30,6 +30,7 @@ from flowledger.chat.router import IntentRouter, RoutingUnavailable
 from flowledger.chat.runs import RunStore
 from flowledger.ids import new_id
 from flowledger.llm.ports import ChatModel
+from flowledger.reasoning.recorder import FlowHandle, NoOpRecorder, ReasoningFlowRecorder
 
 ROUTED = {
     Intent.SYSTEM_CHAT: StatusCode.ROUTED_SYSTEM_CHAT,
@@ -52,23 +53,47 @@ class CancelToken:
         return self._event.is_set()
 
 
+EXECUTOR_STEPS = {
+    Intent.SYSTEM_CHAT: ("system_chat", "system_chat_executor", "Answered without tools"),
+    Intent.KNOWLEDGE_QUERY: (
+        "knowledge_answer",
+        "knowledge_executor",
+        "Looked up the knowledge base once and checked every citation",
+    ),
+    Intent.DIAGNOSIS: ("diagnosis", "diagnosis_executor", "Ran the diagnosis and its release guards"),
+}
+
+
 @dataclass
 class ChatApplicationUseCase:
     runs: RunStore
     router: IntentRouter
     executors: dict[Intent, Executor]
     model: ChatModel
+    recorder: ReasoningFlowRecorder = field(default_factory=NoOpRecorder)
 
     def run(self, principal: Principal, request: ChatRequest, cancel: CancelToken) -> Iterator[ChatEvent]:
-        """Run one turn, yielding its events as they happen."""
+        """Run one turn, yielding its events as they happen; recorded as a reasoning flow when enabled.
+
+        The flow's summaries are fixed texts: nothing the user or the model wrote goes into them.
+        """
         session_id = request.session_id or new_id("ses_")
         run_id = new_id("run_")
         started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
         yield StartEvent(session_id=session_id, run_id=run_id)
+        with self.recorder.flow(
+            "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id
+        ) as flow:
+            yield from self._turn(session_id, run_id, started, request, cancel, flow)
+
+    def _turn(
+        self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken, flow: FlowHandle
+    ) -> Iterator[ChatEvent]:
         budget = Budget()
         intent: Intent | None = None
 
         def end(status: RunStatus, release: ReleaseOutcome, code: str, message: str) -> ErrorEvent:
+            flow.outcome("error", f"The turn ended {status.value.lower()}")
             self.runs.finish(
                 session_id,
                 run_id,
@@ -93,6 +118,7 @@ class ChatApplicationUseCase:
         intent = routing.intent
         budget.model_calls += routing.attempts
         budget.tokens += routing.tokens
+        routing_step = flow.step("routing", "intent_router", f"Routed the turn to {intent.value}")
         if cancel.cancelled:
             yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
             return
@@ -122,6 +148,9 @@ class ChatApplicationUseCase:
         if cancel.cancelled:
             yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
             return
+        kind, agent, summary = EXECUTOR_STEPS[intent]
+        flow.step(kind, agent, summary, parents=[routing_step] if routing_step else None)
+        flow.outcome(_outcome_type(intent, execution.release), f"Released with outcome {execution.release.value}")
         content = execution.content.model_dump() if execution.content else None
         finished = self.runs.finish(
             session_id,
@@ -148,3 +177,9 @@ class ChatApplicationUseCase:
             model=self.model.name,
             offline_model=self.model.offline,
         )
+
+
+def _outcome_type(intent: Intent, release: ReleaseOutcome) -> str:
+    if release is ReleaseOutcome.FALLBACK:
+        return "insufficient_evidence"
+    return "no_action" if intent is Intent.SYSTEM_CHAT else "recommendation_delivered"

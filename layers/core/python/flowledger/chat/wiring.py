@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flowledger.api.principals import Principal
 from flowledger.chat.executors import (
     DiagnosisExecutor,
     DiagnosisRelease,
@@ -17,7 +18,12 @@ from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.factory import chat_model_for
 from flowledger.llm.ports import ChatModel
 from flowledger.llm.retry import HarnessRetryPolicies
+from flowledger.reasoning.recorder import InProcessTransport, recorder_for
+from flowledger.reasoning.service import FlowService
 from flowledger.services import Services
+
+# The identity chat turns are recorded under (the flow's writer).
+CHAT_RECORDER = Principal(kind="user", id="service:chat", scopes=frozenset({"reasoning.write"}))
 
 
 def build_use_case(
@@ -36,4 +42,5 @@ def build_use_case(
             Intent.DIAGNOSIS: DiagnosisExecutor(UnconfiguredDiagnosisAgent(), DiagnosisRelease()),
         },
         model=model,
+        recorder=recorder_for(services.settings, InProcessTransport(FlowService(services), CHAT_RECORDER)),
     )
