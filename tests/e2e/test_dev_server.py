@@ -152,6 +152,26 @@ def test_an_agent_records_over_http_and_the_patient_reads_it(server: Any) -> Non
     assert [s["summary"] for s in narrative["steps"]] == ["Retrieved three passages", "Checked the claim"]
 
 
+def test_chat_streams_over_http_and_the_cli_prints_the_answer(server: Any) -> None:
+    bearer = token(server, "--sub", "chat-user", "--scopes", "chat")
+    kinds = []
+    with httpx.stream(
+        "POST",
+        f"{server.base_url}/api/chat",
+        json={"query": "How does the audit ledger work?"},
+        headers={"Authorization": f"Bearer {bearer}"},
+        timeout=60,
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        kinds = [line[7:] for line in response.iter_lines() if line.startswith("event: ")]
+    assert kinds[0] == "start" and kinds[-2:] == ["content", "done"]
+    answer = server.cli(
+        "chat", "What must a patient do before reading a narrative?", "--data-dir", str(server.data_dir.path)
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert "Patient narratives and consent" in answer.stdout and "flowledger-offline-v1" in answer.stderr
+
+
 def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
     # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
     server.process.send_signal(signal.SIGINT)
