@@ -32,8 +32,14 @@ class InstantModel:
     name = "instant"
     offline = False
 
-    def complete(self, messages: list[Message], *, schema: JsonSchema | None = None,
-                 tools: list[ToolSpec] | None = None, timeout_seconds: float) -> Reply:
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        schema: JsonSchema | None = None,
+        tools: list[ToolSpec] | None = None,
+        timeout_seconds: float,
+    ) -> Reply:
         return Reply(data={"intent": "SYSTEM_CHAT"}) if schema else Reply(text="Hello.")
 
 
@@ -61,11 +67,15 @@ def main() -> int:
             per_turn.append(sum(meter.calls.values()))
             assert last.type == "done", last
             session = start.session_id
-        print(f"system-chat turns with a zero-latency model, in-process, locked moto server ({TURNS} turns, one session)")
+        print(
+            f"system-chat turns with a zero-latency model, in-process, locked moto server ({TURNS} turns, one session)"
+        )
         print(f"  time to start   median {statistics.median(to_start):6.1f} ms   p90 {_p90(to_start):6.1f} ms")
         print(f"  time to done    median {statistics.median(to_done):6.1f} ms   p90 {_p90(to_done):6.1f} ms")
-        print(f"  DynamoDB requests before start: {max(before_start)} (target <= 2); per turn: "
-              f"{statistics.median(per_turn):.0f} (target <= 6)")
+        print(
+            f"  DynamoDB requests before start: {max(before_start)} (target <= 2); per turn: "
+            f"{statistics.median(per_turn):.0f} (target <= 6)"
+        )
         return 0 if max(before_start) <= 2 and statistics.median(per_turn) <= 6 else 1
     finally:
         server.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import socket
 import threading
@@ -101,6 +102,29 @@ class ScriptedOpenAI:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path.endswith("/embeddings"):
+                    # Deterministic vectors: the same text always embeds the same way.
+                    data = [
+                        {
+                            "object": "embedding",
+                            "index": i,
+                            "embedding": [b / 255 for b in hashlib.sha256(text.encode()).digest() * 4][
+                                : body.get("dimensions", 128)
+                            ],
+                        }
+                        for i, text in enumerate(body["input"])
+                    ]
+                    owner.requests.append(body)
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": body["model"],
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        },
+                    )
+                    return
                 with owner._lock:
                     owner.requests.append(body)
                     entry = owner.script.pop(0) if owner.script else {"status": 500}

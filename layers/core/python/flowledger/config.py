@@ -20,6 +20,12 @@ class CriticDispatchStrategy(StrEnum):
     RE_RESEARCH = "re_research"
 
 
+class KnowledgeEmbeddingModel(StrEnum):
+    NONE = "none"
+    HASH_BUCKET_V1 = "hash_bucket_v1"
+    OPENAI_TEXT_3_SMALL = "openai_text_3_small"
+
+
 class PathwayEmbeddingModel(StrEnum):
     HASH_BUCKET_V1 = "hash_bucket_v1"
     OPENAI_TEXT_3_SMALL = "openai_text_3_small"
@@ -61,6 +67,10 @@ class Settings(BaseSettings):
     pathway_embedding_model: PathwayEmbeddingModel = Field(
         PathwayEmbeddingModel.HASH_BUCKET_V1, validation_alias="PATHWAY_EMBEDDING_MODEL"
     )
+    # Knowledge retrieval blends BM25 with embedding cosine when a model is named here.
+    knowledge_embedding_model: KnowledgeEmbeddingModel = Field(
+        KnowledgeEmbeddingModel.NONE, validation_alias="FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL"
+    )
     enable_mixed_source_conversation_continuity: bool = Field(
         False, validation_alias="ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
     )
@@ -79,6 +89,8 @@ class Settings(BaseSettings):
             and self.openai_base_url is None
         ):
             raise ValueError("PATHWAY_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
+        if self.knowledge_embedding_model is KnowledgeEmbeddingModel.OPENAI_TEXT_3_SMALL and self.uses_offline_model:
+            raise ValueError("FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
         return self
 
     @property

@@ -165,7 +165,10 @@ class KnowledgeExecutor:
         yield StatusCode.LOOKING_UP_KNOWLEDGE
         invocation_id = new_id("call_")
         context.budget.tool_calls += 1
-        result = self._index.lookup(context.query)
+        try:
+            result = self._index.lookup(context.query)
+        except FlowledgerError as exc:
+            raise ExecutionFailed(f"lookup_knowledge failed: {exc.code}") from None
         if result.status != "READY":
             raise ExecutionFailed("the knowledge lookup is not ready")
         if result.evidence == "NO_EVIDENCE":

@@ -6,6 +6,8 @@ JSON adapters both consume it, so streaming and standard responses cannot drift 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from flowledger.ids import new_id
 from flowledger.llm.ports import ChatModel
 from flowledger.reasoning.recorder import FlowHandle, NoOpRecorder, ReasoningFlowRecorder
 
+logger = logging.getLogger("flowledger.chat")
 ROUTED = {
     Intent.SYSTEM_CHAT: StatusCode.ROUTED_SYSTEM_CHAT,
     Intent.KNOWLEDGE_QUERY: StatusCode.ROUTED_KNOWLEDGE_QUERY,
@@ -84,7 +87,24 @@ class ChatApplicationUseCase:
         with self.recorder.flow(
             "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id
         ) as flow:
-            yield from self._turn(session_id, run_id, started, request, cancel, flow)
+            try:
+                yield from self._turn(session_id, run_id, started, request, cancel, flow)
+            except Exception:
+                # Whatever broke, the run still ends exactly once and the client hears about it.
+                logger.exception("chat turn failed", extra={"run_id": run_id})
+                with contextlib.suppress(Exception):
+                    self.runs.finish(
+                        session_id,
+                        run_id,
+                        status=RunStatus.FAILED,
+                        release=ReleaseOutcome.FAILED,
+                        intent=None,
+                        published_result=None,
+                        content=None,
+                        started=started,
+                        budget_usage={},
+                    )
+                yield ErrorEvent(session_id=session_id, run_id=run_id, code="internal_error", message="internal error")
 
     def _turn(
         self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken, flow: FlowHandle

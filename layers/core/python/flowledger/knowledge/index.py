@@ -9,20 +9,32 @@ Items in the ``knowledge`` table:
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from flowledger.errors import InvalidInput
+from flowledger.errors import FlowledgerError, InvalidInput
 from flowledger.knowledge.bm25 import Bm25
+from flowledger.llm.embeddings import EmbeddingModel, cosine, knowledge_embeddings_for
+from flowledger.llm.ports import ModelError
 from flowledger.services import Services
 from flowledger.store import items
 
 CHUNK_CHARS = 900
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
 MAX_CHUNKS_PER_DOCUMENT = 400
-SUPPORTED = {".txt": "text", ".md": "markdown", ".markdown": "markdown"}
+SUPPORTED = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".pdf": "pdf"}
+# Hybrid ranking: half BM25 (scaled to the best hit), half embedding cosine. A chunk sharing no word
+# with the query counts as evidence only when its meaning is at least this close.
+SEMANTIC_ONLY_THRESHOLD = 0.5
+
+
+class ExecutionUnavailable(FlowledgerError):
+    """The index could not be searched (its embedding model failed)."""
+
+    code = "knowledge_unavailable"
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,8 @@ class _Chunk:
     title: str
     version: int
     text: str
+    embedding: list[float] | None = None
+    embedding_model: str | None = None
 
 
 def chunk_text(text: str, size: int = CHUNK_CHARS) -> list[str]:
@@ -77,8 +91,9 @@ def document_id_for(name: str) -> str:
 class KnowledgeIndex:
     """Adds documents and answers lookups; the corpus is cached per process and re-read on change."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, embeddings: EmbeddingModel | None = None) -> None:
         self._s = services
+        self._embeddings = embeddings or knowledge_embeddings_for(services.settings)
         self._table = services.aws.table_name("knowledge")
         self._lock = threading.Lock()
         self._loaded_version: int | None = None
@@ -92,10 +107,7 @@ class KnowledgeIndex:
             raise InvalidInput(f"{name}: only {', '.join(sorted(SUPPORTED))} files are supported")
         if len(body) > MAX_DOCUMENT_BYTES:
             raise InvalidInput(f"{name}: larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MB")
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput(f"{name}: not UTF-8 text") from None
+        text = pdf_text(name, body) if suffix == ".pdf" else _utf8(name, body)
         chunks = chunk_text(text)
         if not chunks:
             raise InvalidInput(f"{name}: no text to index")
@@ -119,8 +131,9 @@ class KnowledgeIndex:
                 "title": title,
                 "version": version,
                 "text": chunk,
+                **({"embedding": vector, "embedding_model": self._embeddings.name} if self._embeddings else {}),
             }
-            for n, chunk in enumerate(chunks)
+            for n, (chunk, vector) in enumerate(zip(chunks, self._embed(chunks), strict=True))
         ]
         self._write([items.to_item(item) for item in with_keys])
         stale = [
@@ -164,16 +177,42 @@ class KnowledgeIndex:
         """The best documents for ``query`` (one hit per document, its best chunk as the excerpt)."""
         self._refresh()
         best: dict[str, DocumentHit] = {}
-        for scored in self._bm25.score(query):
-            chunk = self._chunks[scored.index]
+        for index, score in self._ranked(query):
+            chunk = self._chunks[index]
             if chunk.document_id not in best:
                 best[chunk.document_id] = DocumentHit(
-                    chunk.document_id, chunk.title, chunk.version, chunk.text, round(scored.score, 4)
+                    chunk.document_id, chunk.title, chunk.version, chunk.text, round(score, 4)
                 )
             if len(best) == limit:
                 break
         hits = tuple(best.values())
         return LookupResult("READY", "FOUND" if hits else "NO_EVIDENCE", hits)
+
+    def _ranked(self, query: str) -> list[tuple[int, float]]:
+        """Chunk indexes with their scores, best first: BM25 alone, or blended with embeddings."""
+        lexical = {s.index: s.score for s in self._bm25.score(query)}
+        if self._embeddings is None:
+            return list(lexical.items())
+        top = max(lexical.values(), default=0.0) or 1.0
+        query_vector = self._embed([query])[0]
+        ranked = []
+        for index, chunk in enumerate(self._chunks):
+            semantic = (
+                max(0.0, cosine(query_vector, chunk.embedding))
+                if chunk.embedding and chunk.embedding_model == self._embeddings.name
+                else 0.0
+            )
+            if index in lexical or semantic >= SEMANTIC_ONLY_THRESHOLD:
+                ranked.append((index, 0.5 * lexical.get(index, 0.0) / top + 0.5 * semantic))
+        return sorted(ranked, key=lambda pair: (-pair[1], pair[0]))
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        if self._embeddings is None:
+            return [[] for _ in texts]
+        try:
+            return self._embeddings.embed(texts)
+        except ModelError as exc:
+            raise ExecutionUnavailable(f"the embedding model failed: {type(exc).__name__}") from None
 
     def _refresh(self) -> None:
         db = self._s.aws.dynamodb
@@ -192,12 +231,40 @@ class KnowledgeIndex:
             response = db.query(**request)
             for item in response.get("Items", []):
                 value = items.from_item(item)
-                chunks.append(_Chunk(value["document_id"], value["title"], value["version"], value["text"]))
+                chunks.append(
+                    _Chunk(
+                        value["document_id"],
+                        value["title"],
+                        value["version"],
+                        value["text"],
+                        value.get("embedding"),
+                        value.get("embedding_model"),
+                    )
+                )
             if "LastEvaluatedKey" not in response:
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         with self._lock:
             self._chunks, self._bm25, self._loaded_version = chunks, Bm25([c.text for c in chunks]), version
+
+
+def _utf8(name: str, body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{name}: not UTF-8 text") from None
+
+
+def pdf_text(name: str, body: bytes) -> str:
+    """The text of a PDF's pages (pypdf); scanned pages without a text layer give nothing."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(body))
+        return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages)
+    except (PdfReadError, ValueError) as exc:
+        raise InvalidInput(f"{name}: not a readable PDF ({type(exc).__name__})") from None
 
 
 def _title(text: str, name: str) -> str:

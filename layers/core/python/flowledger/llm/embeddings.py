@@ -1,0 +1,79 @@
+"""The ``EmbeddingModel`` port: a deterministic offline hash-bucket model and OpenAI's (128 dims)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+from flowledger.config import KnowledgeEmbeddingModel, Settings
+from flowledger.knowledge.bm25 import tokenize
+from flowledger.llm.ports import ModelTimeout, ModelTransportError
+
+DIMENSIONS = 128
+
+
+class EmbeddingModel(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norms if norms else 0.0
+
+
+class HashBucketEmbedding:
+    """Signed feature hashing of the words into 128 buckets: deterministic, offline, lexical only."""
+
+    name = "hash_bucket_v1"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            vector = [0.0] * DIMENSIONS
+            for word in tokenize(text):
+                digest = hashlib.sha256(word.encode()).digest()
+                vector[int.from_bytes(digest[:4], "big") % DIMENSIONS] += 1.0 if digest[4] & 1 else -1.0
+            norm = math.sqrt(sum(x * x for x in vector))
+            vectors.append([x / norm for x in vector] if norm else vector)
+        return vectors
+
+
+class OpenAIEmbedding:
+    """``text-embedding-3-small`` shortened natively to 128 dimensions."""
+
+    name = "openai_text_3_small"
+
+    def __init__(self, api_key: str | None, base_url: str | None, timeout_seconds: float) -> None:
+        import openai
+
+        self._openai = openai
+        self._client = openai.OpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0)
+        self._timeout = timeout_seconds
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        try:
+            response = self._client.embeddings.create(
+                model="text-embedding-3-small", input=list(texts), dimensions=DIMENSIONS, timeout=self._timeout
+            )
+        except self._openai.APITimeoutError as exc:
+            raise ModelTimeout("embedding call timed out") from exc
+        except self._openai.APIConnectionError as exc:
+            raise ModelTransportError("could not reach the embedding server") from exc
+        return [list(item.embedding) for item in sorted(response.data, key=lambda item: item.index)]
+
+
+def knowledge_embeddings_for(settings: Settings) -> EmbeddingModel | None:
+    """The embedding model knowledge retrieval blends in, or None for BM25 alone."""
+    if settings.knowledge_embedding_model is KnowledgeEmbeddingModel.HASH_BUCKET_V1:
+        return HashBucketEmbedding()
+    if settings.knowledge_embedding_model is KnowledgeEmbeddingModel.OPENAI_TEXT_3_SMALL:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return OpenAIEmbedding(key, settings.openai_base_url, settings.model_timeout_seconds)
+    return None
