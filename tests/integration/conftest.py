@@ -87,7 +87,7 @@ class ScriptedOpenAI:
     """An OpenAI-compatible chat completions server on loopback that answers from a script.
 
     Each script entry is one response: ``{"json": obj}``, ``{"text": str}``, ``{"raw": str}``,
-    ``{"status": 500}``, ``{"drop": True}`` (close without answering), optionally with
+    ``{"status": 500}``, ``{"drop": True}`` (close without answering), ``{"tool_calls": [...]}``, optionally with
     ``"delay": seconds``; or a callable taking the request body and returning such an entry.
     """
 
@@ -147,7 +147,15 @@ class ScriptedOpenAI:
                         "created": 0,
                         "model": "scripted",
                         "choices": [
-                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {
+                                    "role": "assistant",
+                                    "content": content,
+                                    "tool_calls": entry.get("tool_calls"),
+                                },
+                            }
                         ],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
                     },

@@ -467,3 +467,34 @@ async def test_a_failing_recorder_never_fails_the_run(services: Services, script
     harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
     outcome = await harness.ask("sse", "hello")
     assert outcome["status"] == "SUCCESS" and outcome["content"]["text"] == "Hi"
+
+
+class BudgetAgent:
+    def __init__(self, observations: int) -> None:
+        self.observations = observations
+
+    def diagnose(self, context: TurnContext) -> Draft:
+        context.budget.tool_calls = context.budget.max_tool_calls  # the hard tool budget is spent
+        return Draft(
+            conclusion=None, scope="checkout", limitations="", observations=self.observations, stopped_by="budget"
+        )
+
+
+async def test_tool_budget_ends_after_finite_checks(services: Services, scripted_openai: Any, via: str) -> None:
+    harness = Harness(services, scripted_openai, BudgetAgent(observations=1))
+    harness.scripted.script = [route("DIAGNOSIS")]
+    outcome = await harness.ask(via, "why is checkout failing?")
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome) == ("SUCCESS", "FALLBACK")
+    assert run.budget_usage["tool_calls"] == 6
+    assert outcome["content"]["text"].startswith("I could not reach a safe conclusion") and "error" not in outcome
+
+
+async def test_budget_ends_without_safe_publishable_progress(
+    services: Services, scripted_openai: Any, via: str
+) -> None:
+    harness = Harness(services, scripted_openai, BudgetAgent(observations=0))
+    harness.scripted.script = [route("DIAGNOSIS")]
+    outcome = await harness.ask(via, "why is checkout failing?")
+    assert "content" not in outcome and outcome["error"]["code"] == "EXECUTION_FAILED"
+    assert (harness.run(outcome).status, harness.run(outcome).release_outcome) == ("FAILED", "FAILED")

@@ -71,3 +71,26 @@ def test_router_gives_up_after_two_failures(model: OpenAIChatModel, scripted_ope
     with pytest.raises(RoutingUnavailable):
         IntentRouter(model, HarnessRetryPolicies.intent_router(), 0.5).route("q", None, None)
     assert len(scripted_openai.requests) == 2
+
+
+def test_tool_calls_come_back_parsed(model: OpenAIChatModel, scripted_openai: Any) -> None:
+    from flowledger.llm.ports import ToolSpec
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "query_logs", "arguments": '{"service": "pay"}'}}
+    scripted_openai.script = [{"tool_calls": [call]}]
+    tool = ToolSpec(
+        "query_logs",
+        "Search the logs",
+        {
+            "type": "object",
+            "properties": {"service": {"type": "string"}},
+            "required": ["service"],
+            "additionalProperties": False,
+        },
+    )
+    reply = model.complete([Message("user", "q")], tools=[tool], timeout_seconds=5)
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [("call_1", "query_logs", {"service": "pay"})]
+    assert scripted_openai.requests[0]["tools"][0]["function"]["strict"] is True
+    scripted_openai.script = [{"tool_calls": [{**call, "function": {"name": "query_logs", "arguments": "{oops"}}]}]
+    with pytest.raises(ModelInvalidOutput):
+        model.complete([Message("user", "q")], tools=[tool], timeout_seconds=5)
