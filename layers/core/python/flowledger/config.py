@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     pathway_embedding_model: PathwayEmbeddingModel = Field(
         PathwayEmbeddingModel.HASH_BUCKET_V1, validation_alias="PATHWAY_EMBEDDING_MODEL"
     )
+    # Research backlog: dispatched rows older than this go back to pending (or fail after the retries).
+    backlog_stale_after_minutes: int = Field(30, validation_alias="FLOWLEDGER_BACKLOG_STALE_AFTER_MINUTES", gt=0)
+    backlog_max_retries: int = Field(3, validation_alias="FLOWLEDGER_BACKLOG_MAX_RETRIES", ge=0)
+    backlog_retention_days: int = Field(30, validation_alias="FLOWLEDGER_BACKLOG_RETENTION_DAYS", gt=0)
     # Knowledge retrieval blends BM25 with embedding cosine when a model is named here.
     knowledge_embedding_model: KnowledgeEmbeddingModel = Field(
         KnowledgeEmbeddingModel.NONE, validation_alias="FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL"

@@ -1,0 +1,394 @@
+"""The research backlog on DynamoDB: enqueue, atomic FIFO pull, complete, stale sweep, observability.
+
+Every status change is one transaction with its audit event. A pull reads the oldest pending
+candidates from the status index (eventually consistent), then flips one with a conditional
+update on the base table, moving to the next candidate when another consumer won it; candidates
+are tried oldest first, so each consumer's pulls are in FIFO order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowledger.api.principals import Principal
+from flowledger.errors import ConditionFailed, Conflict, NotFound
+from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.research.health import loop_health
+from flowledger.research.models import (
+    BacklogRow,
+    BacklogStatus,
+    BacklogView,
+    Completion,
+    DeeperRequest,
+    RecentFailure,
+)
+from flowledger.services import Services
+from flowledger.store import items
+
+CANDIDATES_PER_QUERY = 8
+RECENT_WINDOW = timedelta(hours=24)
+RECENT_FAILURES_SHOWN = 10
+
+
+def actor_of(principal: Principal) -> str:
+    return principal.id if principal.kind == "iam" else f"user:{principal.id}"
+
+
+def request_id_for(idempotency_key: str) -> str:
+    """The row id a client key maps to: the same key always names the same row."""
+    return "rq_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:26]
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
+class Backlog:
+    def __init__(self, services: Services) -> None:
+        self._s = services
+        self._db = services.aws.dynamodb
+        self._table = services.aws.table_name("backlog")
+
+    # ---- producer ---------------------------------------------------------------------------------
+
+    def enqueue(self, actor: str, body: DeeperRequest, strategy: str | None = None) -> tuple[BacklogRow, bool]:
+        """Queue a deeper-research request; the same idempotency key returns the first row (False)."""
+        request_id = request_id_for(body.idempotency_key)
+        row = BacklogRow(
+            request_id=request_id,
+            status=BacklogStatus.PENDING,
+            created_at=timestamp(self._s.clock()),
+            created_by=actor,
+            strategy=strategy,
+            **body.model_dump(exclude={"idempotency_key"}),
+        )
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="reasoning.research.deeper_request_created",
+                    actor=actor,
+                    subject=f"backlog:{request_id}",
+                    payload={
+                        "trigger_type": body.trigger_type,
+                        "reason": body.reason.value,
+                        "dispatched_from_backlog": body.dispatched_from_backlog,
+                    },
+                ),
+                [
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": items.to_item(row.model_dump(mode="json")),
+                            "ConditionExpression": "attribute_not_exists(request_id)",
+                        }
+                    }
+                ],
+            )
+        except ConditionFailed:
+            existing = self.get(request_id)
+            if existing is None:  # pragma: no cover - a row is never deleted before its TTL
+                raise
+            return existing, False
+        return row, True
+
+    # ---- consumer ---------------------------------------------------------------------------------
+
+    def pull_next(self, actor: str, trigger_type: str | None = None, strategy: str | None = None) -> BacklogRow | None:
+        """Flip the oldest pending row (optionally of one trigger type) to dispatched, or None if none is left."""
+        while True:
+            candidates = self._oldest_pending(trigger_type, strategy)
+            if not candidates:
+                return None
+            for request_id in candidates:
+                pulled = self._dispatch(request_id, actor)
+                if pulled is not None:
+                    return pulled
+
+    def _oldest_pending(self, trigger_type: str | None, strategy: str | None) -> list[str]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "by_status",
+            "KeyConditionExpression": "#s = :pending",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {":pending": {"S": "pending"}},
+            "Limit": CANDIDATES_PER_QUERY,
+            "ScanIndexForward": True,
+        }
+        filters = []
+        if trigger_type:
+            filters.append("trigger_type = :t")
+            request["ExpressionAttributeValues"][":t"] = {"S": trigger_type}
+        if strategy:
+            # Rows queued under another critic strategy are left where they are.
+            filters.append("(attribute_not_exists(strategy) OR strategy = :strategy)")
+            request["ExpressionAttributeValues"][":strategy"] = {"S": strategy}
+        if filters:
+            request["FilterExpression"] = " AND ".join(filters)
+        found: list[str] = []
+        while not found:
+            response = self._db.query(**request)
+            found = [item["request_id"]["S"] for item in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found
+
+    def _dispatch(self, request_id: str, actor: str) -> BacklogRow | None:
+        now = timestamp(self._s.clock())
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="reasoning.research.backlog.dispatched", actor=actor, subject=f"backlog:{request_id}"
+                ),
+                [
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": {"request_id": {"S": request_id}},
+                            "UpdateExpression": "SET #s = :dispatched, dispatched_at = :now, dispatched_to = :actor",
+                            "ConditionExpression": "#s = :pending",
+                            "ExpressionAttributeNames": {"#s": "status"},
+                            "ExpressionAttributeValues": {
+                                ":dispatched": {"S": "dispatched"},
+                                ":pending": {"S": "pending"},
+                                ":now": {"S": now},
+                                ":actor": {"S": actor},
+                            },
+                        }
+                    }
+                ],
+            )
+        except ConditionFailed:
+            return None  # another consumer won it: try the next candidate
+        return self.get(request_id)
+
+    def complete(self, actor: str, request_id: str, body: Completion) -> BacklogRow:
+        """Close a dispatched row: completed (with its flow id) or, with ``error``, failed_voluntary."""
+        failed = body.error is not None
+        status = BacklogStatus.FAILED_VOLUNTARY if failed else BacklogStatus.COMPLETED
+        updates = {":flow": body.flow_id, ":reason": body.error}
+        extra = ", ".join(
+            f"{name} = {placeholder}"
+            for name, placeholder in (("completed_flow_id", ":flow"), ("failure_reason", ":reason"))
+            if updates[placeholder]
+        )
+        try:
+            self._terminate(
+                request_id,
+                status,
+                actor,
+                "dispatched",
+                extra,
+                {k: v for k, v in updates.items() if v},
+                payload={"failed": failed},
+            )
+        except ConditionFailed:
+            row = self.get(request_id)
+            if row is None:
+                raise NotFound(f"no backlog request {request_id}") from None
+            raise Conflict(
+                f"request {request_id} is {row.status.value}; only a dispatched request can be completed"
+            ) from None
+        row = self.get(request_id)
+        assert row is not None
+        return row
+
+    def _terminate(
+        self,
+        request_id: str,
+        status: BacklogStatus,
+        actor: str,
+        expected: str,
+        extra: str,
+        extra_values: dict[str, Any],
+        payload: dict[str, Any],
+    ) -> None:
+        now = self._s.clock()
+        expires = int((now + timedelta(days=self._s.settings.backlog_retention_days)).timestamp())
+        update = "SET #s = :status, completed_at = :now, expires_at = :expires" + (f", {extra}" if extra else "")
+        action = {
+            BacklogStatus.COMPLETED: "completed",
+            BacklogStatus.FAILED_VOLUNTARY: "failed_voluntary",
+            BacklogStatus.FAILED_AFTER_RETRIES: "failed_after_retries",
+        }[status]
+        self._s.ledger.append(
+            AuditEntry(
+                action=f"reasoning.research.backlog.{action}",
+                actor=actor,
+                subject=f"backlog:{request_id}",
+                payload=payload,
+            ),
+            [
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": {"request_id": {"S": request_id}},
+                        "UpdateExpression": update,
+                        "ConditionExpression": "#s = :expected",
+                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeValues": items.to_item(
+                            {
+                                ":status": status.value,
+                                ":now": timestamp(now),
+                                ":expires": expires,
+                                ":expected": expected,
+                                **extra_values,
+                            }
+                        ),
+                    }
+                }
+            ],
+        )
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+
+    def sweep_stale(self) -> dict[str, int]:
+        """Dispatched rows older than the threshold go back to pending (retry + 1), or fail after the retries."""
+        settings = self._s.settings
+        cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))
+        recovered = failed = 0
+        for row in self._rows(BacklogStatus.DISPATCHED):
+            if row.dispatched_at is None or row.dispatched_at >= cutoff:
+                continue
+            try:
+                if row.retry_count >= settings.backlog_max_retries:
+                    self._terminate(
+                        row.request_id,
+                        BacklogStatus.FAILED_AFTER_RETRIES,
+                        "system:backlog_stale_sweep",
+                        "dispatched",
+                        "failure_reason = :reason",
+                        {":reason": "stale_after_retries"},
+                        {"retry_count": row.retry_count},
+                    )
+                    failed += 1
+                else:
+                    self._recover(row)
+                    recovered += 1
+            except ConditionFailed:
+                continue  # completed meanwhile
+        result = {"recovered": recovered, "failed_after_retries": failed}
+        self._s.ledger.append(
+            AuditEntry(
+                action="memory.job.backlog_stale_sweep.completed",
+                actor="system:backlog_stale_sweep",
+                subject="job:backlog_stale_sweep",
+                payload=result,
+            )
+        )
+        return result
+
+    def _recover(self, row: BacklogRow) -> None:
+        self._s.ledger.append(
+            AuditEntry(
+                action="reasoning.research.backlog.recovered",
+                actor="system:backlog_stale_sweep",
+                subject=f"backlog:{row.request_id}",
+                payload={"retry_count": row.retry_count + 1},
+            ),
+            [
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": {"request_id": {"S": row.request_id}},
+                        "UpdateExpression": (
+                            "SET #s = :pending, retry_count = :retries REMOVE dispatched_at, dispatched_to"
+                        ),
+                        "ConditionExpression": "#s = :dispatched AND dispatched_at = :seen",
+                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeValues": items.to_item(
+                            {
+                                ":pending": "pending",
+                                ":dispatched": "dispatched",
+                                ":retries": row.retry_count + 1,
+                                ":seen": row.dispatched_at,
+                            }
+                        ),
+                    }
+                }
+            ],
+        )
+
+    # ---- reads ------------------------------------------------------------------------------------
+
+    def get(self, request_id: str) -> BacklogRow | None:
+        item = self._db.get_item(TableName=self._table, Key={"request_id": {"S": request_id}}, ConsistentRead=True).get(
+            "Item"
+        )
+        return BacklogRow.model_validate(items.from_item(item)) if item else None
+
+    def _rows(self, status: BacklogStatus) -> Iterator[BacklogRow]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "by_status",
+            "KeyConditionExpression": "#s = :s",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {":s": {"S": status.value}},
+        }
+        while True:
+            response = self._db.query(**request)
+            for item in response.get("Items", []):
+                yield BacklogRow.model_validate(items.from_item(item))
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def view(self) -> BacklogView:
+        """The observability view with the server-computed loop-health verdict."""
+        now = self._s.clock()
+        distribution: dict[str, int] = {}
+        retries: Counter[str] = Counter()
+        oldest: dict[BacklogStatus, str] = {}
+        failures: list[RecentFailure] = []
+        since = timestamp(now - RECENT_WINDOW)
+        for status in BacklogStatus:
+            count = 0
+            for row in self._rows(status):
+                count += 1
+                if status in (BacklogStatus.PENDING, BacklogStatus.DISPATCHED):
+                    retries[str(row.retry_count)] += 1
+                    moment = (
+                        row.created_at if status is BacklogStatus.PENDING else (row.dispatched_at or row.created_at)
+                    )
+                    oldest[status] = min(oldest.get(status, moment), moment)
+                elif status is not BacklogStatus.COMPLETED and (row.completed_at or "") >= since:
+                    failures.append(
+                        RecentFailure(
+                            request_id=row.request_id,
+                            status=status,
+                            failure_reason=row.failure_reason,
+                            completed_at=row.completed_at,
+                        )
+                    )
+            distribution[status.value] = count
+
+        def age(status: BacklogStatus) -> int | None:
+            return int((now - _parse(oldest[status])).total_seconds()) if status in oldest else None
+
+        failures.sort(key=lambda f: f.completed_at or "", reverse=True)
+        pending_age, dispatched_age = age(BacklogStatus.PENDING), age(BacklogStatus.DISPATCHED)
+        return BacklogView(
+            status_distribution=distribution,
+            oldest_pending_age_seconds=pending_age,
+            oldest_dispatched_age_seconds=dispatched_age,
+            retry_distribution=dict(sorted(retries.items())),
+            recent_failures=failures[:RECENT_FAILURES_SHOWN],
+            loop_health=loop_health(pending_age, dispatched_age, len(failures)),
+        )
+
+    def read_view(self, actor: str) -> BacklogView:
+        """The view, recorded as an admin read (``admin.reasoning.research.backlog_read``)."""
+        view = self.view()
+        self._s.ledger.append(
+            AuditEntry(
+                action="admin.reasoning.research.backlog_read",
+                actor=actor,
+                subject="backlog:all",
+                payload={"health": view.loop_health},
+            )
+        )
+        return view
