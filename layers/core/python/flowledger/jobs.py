@@ -14,6 +14,7 @@ from flowledger.entrypoints import instrumented
 from flowledger.errors import UnknownJob
 from flowledger.ledger.audit import checkpoint_job
 from flowledger.reasoning.service import flow_decay_job
+from flowledger.research.loop import consumer_job, stale_sweep_job
 from flowledger.services import Services, bootstrap
 
 logger = Logger(child=True)
@@ -51,6 +52,18 @@ JOBS: tuple[Job, ...] = (
         "ledger_checkpoint", "rate(5 minutes)", "Folds every audit chain head into a Merkle checkpoint.", checkpoint_job
     ),
     Job("flow_decay", "rate(1 hour)", "Aborts flows left active for over 24 hours (reason timeout).", flow_decay_job),
+    Job(
+        "backlog_stale_sweep",
+        "rate(5 minutes)",
+        "Returns stuck dispatched backlog rows to pending, or fails them.",
+        stale_sweep_job,
+    ),
+    Job(
+        "backlog_consumer",
+        "rate(1 minute)",
+        "Drains the research backlog (only with BACKLOG_CONSUMER_ENABLED).",
+        consumer_job,
+    ),
 )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from flowledger.api import audit, core, reasoning, reasoning_admin
+from flowledger.api import audit, core, reasoning, reasoning_admin, research
 from flowledger.api.access import Access, access_for
 
 # capability name -> its routers; the function folder is functions/<name>/.
@@ -15,6 +15,7 @@ REST_CAPABILITIES: dict[str, tuple[Router, ...]] = {
     "core": (core.router,),
     "audit": (audit.router,),
     "reasoning": (reasoning.router, reasoning_admin.router),
+    "research": (research.router,),
 }
 
 

@@ -1,0 +1,152 @@
+"""The loop's producers (flag-gated) and its consumer job.
+
+Producers run inside the research agents: a weak research result or a rejected claim enqueues
+follow-up work. A run started from the backlog carries ``dispatched_from_backlog`` and never
+enqueues again, which breaks weak-result → enqueue → dispatch → weak-result loops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from flowledger.config import CriticDispatchStrategy
+from flowledger.research.backlog import Backlog
+from flowledger.research.claims import ClaimTriage
+from flowledger.research.models import BacklogRow, ClaimMark, Completion, DeeperRequest, Reason
+from flowledger.services import Services
+
+WEAK_COMPOSITE_K = 0.6
+CONSUMER_ACTOR = "system:backlog_consumer"
+MAX_PULLS_PER_RUN = 25
+CONSUMER_TIME_BUDGET_SECONDS = 45.0
+
+
+@dataclass(frozen=True)
+class ResearchResult:
+    trigger_type: str
+    trigger_ref: str
+    question: str
+    hits: int
+    composite_k: float
+    dispatched_from_backlog: bool = False
+
+
+@dataclass(frozen=True)
+class CriticVerdict:
+    claim_id: str
+    verdict: str  # "accept" | "reject" | ...
+    rejection_summary: str
+    trigger_type: str
+    trigger_ref: str
+    dispatched_from_backlog: bool = False
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:40]
+
+
+def on_research_result(services: Services, result: ResearchResult) -> BacklogRow | None:
+    """RESEARCH_AUTO_ENQUEUE_ENABLED: zero hits or composite_k < 0.6 enqueues deeper research."""
+    if not services.settings.research_auto_enqueue_enabled or result.dispatched_from_backlog:
+        return None
+    if result.hits == 0:
+        reason = Reason.NO_EVIDENCE_HITS
+    elif result.composite_k < WEAK_COMPOSITE_K:
+        reason = Reason.WEAK_COMPOSITE_K
+    else:
+        return None
+    row, _ = Backlog(services).enqueue(
+        "system:researcher",
+        DeeperRequest(
+            idempotency_key=_key(result.trigger_type, result.trigger_ref, reason.value),
+            trigger_type=result.trigger_type,
+            trigger_ref=result.trigger_ref,
+            reason=reason,
+            question_framing=result.question,
+        ),
+    )
+    return row
+
+
+def on_critic_verdict(services: Services, verdict: CriticVerdict) -> BacklogRow | None:
+    """CRITIC_AUTO_ENQUEUE_ENABLED: a ``reject`` verdict enqueues ``claim_rejected`` work."""
+    settings = services.settings
+    if not settings.critic_auto_enqueue_enabled or verdict.dispatched_from_backlog or verdict.verdict != "reject":
+        return None
+    row, _ = Backlog(services).enqueue(
+        "system:critic",
+        DeeperRequest(
+            idempotency_key=_key("claim", verdict.claim_id),
+            trigger_type=verdict.trigger_type,
+            trigger_ref=verdict.trigger_ref,
+            reason=Reason.CLAIM_REJECTED,
+            question_framing=verdict.rejection_summary,
+        ),
+        strategy=settings.critic_dispatch_strategy.value,
+    )
+    return row
+
+
+class Dispatcher(Protocol):
+    """Runs the follow-up work of one row; returns the resulting flow id (or None)."""
+
+    def dispatch(self, row: BacklogRow) -> str | None: ...
+
+
+@dataclass
+class BacklogConsumer:
+    services: Services
+    dispatchers: Mapping[str, Dispatcher]  # by trigger type
+    monotonic: Callable[[], float] = time.monotonic
+
+    def run_once(self) -> dict[str, int]:
+        """Pull and dispatch rows until the queue is empty or the run's budget is spent."""
+        settings = self.services.settings
+        backlog = Backlog(self.services)
+        strategy = settings.critic_dispatch_strategy
+        counts = {"pulled": 0, "completed": 0, "failed_voluntary": 0, "marked_for_review": 0}
+        deadline = self.monotonic() + CONSUMER_TIME_BUDGET_SECONDS
+        while counts["pulled"] < MAX_PULLS_PER_RUN and self.monotonic() < deadline:
+            row = backlog.pull_next(CONSUMER_ACTOR, strategy=strategy.value)
+            if row is None:
+                break
+            counts["pulled"] += 1
+            if row.reason is Reason.CLAIM_REJECTED and strategy is CriticDispatchStrategy.MARK_FOR_REVIEW:
+                ClaimTriage(self.services).mark(
+                    CONSUMER_ACTOR,
+                    ClaimMark(
+                        claim_id=row.trigger_ref[:128].replace(" ", "_"), rejection_summary=row.question_framing[:1000]
+                    ),
+                )
+                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion())
+                counts["marked_for_review"] += 1
+                continue
+            dispatcher = self.dispatchers.get(row.trigger_type)
+            if dispatcher is None:
+                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error="no_dispatcher_configured"))
+                counts["failed_voluntary"] += 1
+                continue
+            try:
+                flow_id = dispatcher.dispatch(row)
+            except Exception:  # a dispatcher that gives up fails the row, never the job
+                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error="dispatcher_failed"))
+                counts["failed_voluntary"] += 1
+                continue
+            backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(flow_id=flow_id))
+            counts["completed"] += 1
+        return counts
+
+
+def consumer_job(services: Services) -> dict[str, object]:
+    """The scheduled consumer: off unless BACKLOG_CONSUMER_ENABLED (no dispatcher is wired yet)."""
+    if not services.settings.backlog_consumer_enabled:
+        return {"skipped": "BACKLOG_CONSUMER_ENABLED is off"}
+    return dict(BacklogConsumer(services, dispatchers={}).run_once())
+
+
+def stale_sweep_job(services: Services) -> dict[str, int]:
+    return Backlog(services).sweep_stale()
