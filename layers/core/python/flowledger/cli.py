@@ -199,6 +199,29 @@ def _print_chat_event(kind: str, data: dict[str, object]) -> None:
         print(f"[{data['code']}: {data['message']}]", file=sys.stderr)
 
 
+def cmd_backlog_status(args: argparse.Namespace) -> int:
+    import getpass
+
+    from flowledger.research.backlog import Backlog
+
+    view = Backlog(_store_services(args.data_dir)).read_view(f"cli:{getpass.getuser()}")
+    if args.json:
+        print(view.model_dump_json(indent=2))
+        return 0
+    print(f"loop health: {view.loop_health}")
+    for status, count in view.status_distribution.items():
+        print(f"  {status:<22} {count:>6}")
+    for label, age in (
+        ("oldest pending", view.oldest_pending_age_seconds),
+        ("oldest dispatched", view.oldest_dispatched_age_seconds),
+    ):
+        print(f"  {label:<22} {'-' if age is None else f'{age // 60} min'}")
+    print("  retries               " + (", ".join(f"{k}: {v}" for k, v in view.retry_distribution.items()) or "-"))
+    for failure in view.recent_failures:
+        print(f"  failed {failure.request_id} {failure.status.value} {failure.failure_reason or ''}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowledger", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -249,6 +272,17 @@ def build_parser() -> argparse.ArgumentParser:
             default=os.environ.get("FLOWLEDGER_DATA_DIR"),
             help="a running dev server's data directory; omit to use the AWS environment",
         )
+    backlog = commands.add_parser("backlog", help="the research backlog")
+    backlog_commands = backlog.add_subparsers(dest="backlog_command", required=True, metavar="ACTION")
+    status = backlog_commands.add_parser("status", help="status counts, ages, retries, failures and loop health")
+    status.add_argument("--json", action="store_true", help="print the view as JSON")
+    status.add_argument(
+        "--data-dir",
+        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
+        help="a running dev server's data directory; omit to use the AWS environment",
+    )
+    status.set_defaults(func=cmd_backlog_status)
+
     knowledge = commands.add_parser("knowledge", help="manage the knowledge base documents")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True, metavar="ACTION")
     add = knowledge_commands.add_parser("add", help="index text or Markdown files (a new version if known)")
