@@ -41,7 +41,6 @@ class CriticVerdict:
     verdict: str  # "accept" | "reject" | ...
     rejection_summary: str
     trigger_type: str
-    trigger_ref: str
     dispatched_from_backlog: bool = False
 
 
@@ -82,7 +81,7 @@ def on_critic_verdict(services: Services, verdict: CriticVerdict) -> BacklogRow 
         DeeperRequest(
             idempotency_key=_key("claim", verdict.claim_id),
             trigger_type=verdict.trigger_type,
-            trigger_ref=verdict.trigger_ref,
+            trigger_ref=verdict.claim_id,  # a critic row is about one claim
             reason=Reason.CLAIM_REJECTED,
             question_framing=verdict.rejection_summary,
         ),
@@ -118,9 +117,7 @@ class BacklogConsumer:
             if row.reason is Reason.CLAIM_REJECTED and strategy is CriticDispatchStrategy.MARK_FOR_REVIEW:
                 ClaimTriage(self.services).mark(
                     CONSUMER_ACTOR,
-                    ClaimMark(
-                        claim_id=row.trigger_ref[:128].replace(" ", "_"), rejection_summary=row.question_framing[:1000]
-                    ),
+                    ClaimMark(claim_id=row.trigger_ref, rejection_summary=row.question_framing[:1000]),
                 )
                 backlog.complete(CONSUMER_ACTOR, row.request_id, Completion())
                 counts["marked_for_review"] += 1

@@ -1,0 +1,173 @@
+"""Producers behind their flags, the loop break, the consumer's strategies, and the SDK."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from botocore.credentials import Credentials
+
+from flowledger.config import CriticDispatchStrategy
+from flowledger.jobs import run_job
+from flowledger.research.backlog import Backlog
+from flowledger.research.claims import ClaimTriage
+from flowledger.research.client import MemoryClient
+from flowledger.research.loop import (
+    BacklogConsumer,
+    CriticVerdict,
+    ResearchResult,
+    on_critic_verdict,
+    on_research_result,
+)
+from flowledger.research.models import BacklogRow
+from flowledger.services import Services
+from flowledger.store.provision import provision_all
+
+
+@pytest.fixture
+def services(moto_services: Services) -> Services:
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    return moto_services
+
+
+def flags(services: Services, **values: Any) -> None:
+    """Turn settings on for one test (settings are frozen for the application, not for tests)."""
+    for name, value in values.items():
+        services.settings.__dict__[name] = value
+
+
+def result(**overrides: Any) -> ResearchResult:
+    return ResearchResult(
+        **{
+            "trigger_type": "user_question",
+            "trigger_ref": "q/1",
+            "question": "Why?",
+            "hits": 3,
+            "composite_k": 0.8,
+            **overrides,
+        }
+    )
+
+
+def test_research_producer_is_off_by_default_and_enqueues_weak_results_when_on(services: Services) -> None:
+    assert on_research_result(services, result(hits=0)) is None
+    flags(services, research_auto_enqueue_enabled=True)
+    assert on_research_result(services, result()) is None  # strong enough
+    assert on_research_result(services, result(hits=0)).reason == "no_evidence_hits"  # type: ignore[union-attr]
+    assert on_research_result(services, result(trigger_ref="q/2", composite_k=0.59)).reason == "weak_composite_k"  # type: ignore[union-attr]
+    assert on_research_result(services, result(trigger_ref="q/3", hits=0, dispatched_from_backlog=True)) is None
+
+
+def test_critic_producer_enqueues_rejections_under_the_current_strategy(services: Services) -> None:
+    verdict = CriticVerdict(
+        claim_id="c-1",
+        verdict="reject",
+        rejection_summary="Unsupported",
+        trigger_type="critic",
+    )
+    assert on_critic_verdict(services, verdict) is None
+    flags(services, critic_auto_enqueue_enabled=True)
+    row = on_critic_verdict(services, verdict)
+    assert row is not None and (row.reason, row.strategy) == ("claim_rejected", "mark_for_review")
+    accept = CriticVerdict(**{**verdict.__dict__, "verdict": "accept", "claim_id": "c-2"})
+    assert on_critic_verdict(services, accept) is None
+
+
+def test_consumer_is_off_by_default(services: Services) -> None:
+    assert run_job("backlog_consumer", services) == {
+        "job": "backlog_consumer",
+        "skipped": "BACKLOG_CONSUMER_ENABLED is off",
+    }
+
+
+def test_without_a_dispatcher_rows_fail_voluntarily(services: Services) -> None:
+    flags(services, research_auto_enqueue_enabled=True, backlog_consumer_enabled=True)
+    row = on_research_result(services, result(hits=0))
+    outcome = run_job("backlog_consumer", services)
+    assert (outcome["pulled"], outcome["failed_voluntary"]) == (1, 1)
+    stored = Backlog(services).get(row.request_id)  # type: ignore[union-attr]
+    assert stored is not None and (stored.status, stored.failure_reason) == (
+        "failed_voluntary",
+        "no_dispatcher_configured",
+    )
+
+
+def test_mark_for_review_sends_rejections_to_triage(services: Services) -> None:
+    flags(services, critic_auto_enqueue_enabled=True)
+    on_critic_verdict(services, CriticVerdict("c-9", "reject", "Unsupported claim", "critic"))
+    counts = BacklogConsumer(services, dispatchers={}).run_once()
+    assert counts["marked_for_review"] == 1
+    assert ClaimTriage(services).get("c-9") is not None
+
+
+def test_re_research_dispatches_and_leaves_rows_of_the_other_strategy(services: Services) -> None:
+    flags(services, critic_auto_enqueue_enabled=True)
+    on_critic_verdict(services, CriticVerdict("c-1", "reject", "Old strategy row", "critic"))
+    flags(services, critic_dispatch_strategy=CriticDispatchStrategy.RE_RESEARCH)
+    fresh = on_critic_verdict(services, CriticVerdict("c-2", "reject", "No evidence", "critic"))
+    seen: list[BacklogRow] = []
+
+    class Researcher:
+        def dispatch(self, row: BacklogRow) -> str | None:
+            seen.append(row)
+            return "fl_01JD0000000000000000000000"
+
+    counts = BacklogConsumer(services, dispatchers={"critic": Researcher()}).run_once()
+    assert counts == {"pulled": 1, "completed": 1, "failed_voluntary": 0, "marked_for_review": 0}
+    assert [r.request_id for r in seen] == [fresh.request_id]  # type: ignore[union-attr]
+    assert "No evidence" in seen[0].question_framing
+    assert Backlog(services).view().status_distribution["pending"] == 1  # the old strategy's row stays
+
+
+@pytest.mark.anyio
+async def test_the_sdk_is_fail_soft(scripted_openai: Any, caplog: pytest.LogCaptureFixture) -> None:
+    credentials = Credentials("AKIATEST", "secret")
+    failing = MemoryClient(scripted_openai.base_url.removesuffix("/v1"), "us-east-1", credentials)
+    scripted_openai.script = [{"status": 500}, {"status": 500}]
+    unreachable = MemoryClient("http://127.0.0.1:9", "us-east-1", credentials, timeout_seconds=1)
+    with caplog.at_level(logging.WARNING, logger="flowledger.research.client"):
+        assert await failing.pull_next_research_request() is None
+        assert await failing.list_claims_pending_review() is None
+        assert (
+            await unreachable.enqueue_deeper_research(
+                idempotency_key="k" * 8,
+                trigger_type="t",
+                trigger_ref="r",
+                reason="weak_composite_k",
+                question_framing="q",
+            )
+            is None
+        )
+    assert len(caplog.records) == 2  # once per client
+    signed = scripted_openai.requests[0]
+    assert signed == {}  # the body of a pull without a filter
+    await failing.aclose()
+    await unreachable.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_sdk_signs_its_requests() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"request": None})
+
+    client = MemoryClient(
+        "https://api.example.com/v1",
+        "eu-west-1",
+        Credentials("AKIATEST", "secret"),
+        transport=httpx.MockTransport(answer),
+    )
+    assert await client.pull_next_research_request("critic") == {"request": None}
+    authorization = seen[0].headers["authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIATEST/")
+    assert "/eu-west-1/execute-api/aws4_request" in authorization
+    await client.aclose()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
