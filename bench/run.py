@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["import_time.py", "ledger.py", "flows.py", "chat.py"]
+BENCHMARKS = ["import_time.py", "ledger.py", "flows.py", "chat.py", "backlog.py"]
 
 
 def main() -> int:

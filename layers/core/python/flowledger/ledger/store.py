@@ -23,8 +23,8 @@ from flowledger.ledger.events import AuditEntry, AuditEvent, seal, shard_for
 from flowledger.store import items
 
 MAX_ATTEMPTS = 8
-BASE_BACKOFF_SECONDS = 0.005
-MAX_BACKOFF_SECONDS = 0.2
+BASE_BACKOFF_SECONDS = 0.002
+MAX_BACKOFF_SECONDS = 0.02
 # Codes of a cancelled transaction that another writer caused: worth a retry at a fresh position.
 _CONTENDED = {"ConditionalCheckFailed", "TransactionConflict"}
 

@@ -103,12 +103,12 @@ class Backlog:
             candidates = self._oldest_pending(trigger_type, strategy)
             if not candidates:
                 return None
-            for request_id in candidates:
-                pulled = self._dispatch(request_id, actor)
+            for candidate in candidates:
+                pulled = self._dispatch(candidate, actor)
                 if pulled is not None:
                     return pulled
 
-    def _oldest_pending(self, trigger_type: str | None, strategy: str | None) -> list[str]:
+    def _oldest_pending(self, trigger_type: str | None, strategy: str | None) -> list[BacklogRow]:
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": "by_status",
@@ -128,16 +128,17 @@ class Backlog:
             request["ExpressionAttributeValues"][":strategy"] = {"S": strategy}
         if filters:
             request["FilterExpression"] = " AND ".join(filters)
-        found: list[str] = []
+        found: list[BacklogRow] = []
         while not found:
             response = self._db.query(**request)
-            found = [item["request_id"]["S"] for item in response.get("Items", [])]
+            found = [BacklogRow.model_validate(items.from_item(item)) for item in response.get("Items", [])]
             if "LastEvaluatedKey" not in response:
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return found
 
-    def _dispatch(self, request_id: str, actor: str) -> BacklogRow | None:
+    def _dispatch(self, candidate: BacklogRow, actor: str) -> BacklogRow | None:
+        request_id = candidate.request_id
         now = timestamp(self._s.clock())
         try:
             self._s.ledger.append(
@@ -164,7 +165,10 @@ class Backlog:
             )
         except ConditionFailed:
             return None  # another consumer won it: try the next candidate
-        return self.get(request_id)
+        # The index holds the whole row, so the pulled row needs no second read.
+        return candidate.model_copy(
+            update={"status": BacklogStatus.DISPATCHED, "dispatched_at": now, "dispatched_to": actor}
+        )
 
     def complete(self, actor: str, request_id: str, body: Completion) -> BacklogRow:
         """Close a dispatched row: completed (with its flow id) or, with ``error``, failed_voluntary."""

@@ -1,0 +1,105 @@
+"""Backlog pulls per second with 1, 4 and 16 consumers against the locked moto server, and
+DynamoDB requests per successful pull (target: median <= 3 with 16 consumers)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from ledger import Meter
+
+from flowledger.config import load_settings
+from flowledger.local.devserver import EMBEDDED_CREDENTIALS
+from flowledger.local.moto_server import LockedMotoServer
+from flowledger.research.backlog import Backlog
+from flowledger.services import build_services
+from flowledger.store import items
+from flowledger.store.provision import create_table
+from flowledger.store.tables import table_spec
+
+ROWS = 160
+
+
+def run(endpoint: str, consumers: int) -> tuple[float, list[float]]:
+    settings = load_settings(aws_endpoint_url=endpoint, resource_prefix=f"bl{consumers}x{int(time.time())}")
+    aws = build_services(settings, EMBEDDED_CREDENTIALS).aws
+    for table in ("backlog", "ledger"):
+        create_table(aws, table_spec(table))
+    rows = [
+        items.to_item(
+            {
+                "request_id": f"rq_{n:026d}",
+                "trigger_type": "t",
+                "trigger_ref": "r",
+                "reason": "weak_composite_k",
+                "question_framing": "q",
+                "dispatched_from_backlog": False,
+                "status": "pending",
+                "created_at": f"2026-11-30T{n:08d}",
+                "created_by": "seed",
+                "retry_count": 0,
+            }
+        )
+        for n in range(ROWS)
+    ]
+    for start in range(0, ROWS, 25):
+        aws.dynamodb.batch_write_item(
+            RequestItems={
+                aws.table_name("backlog"): [{"PutRequest": {"Item": row}} for row in rows[start : start + 25]]
+            }
+        )
+    barrier = threading.Barrier(consumers + 1)
+    per_pull: list[float] = []
+    lock = threading.Lock()
+
+    def consume(number: int) -> None:
+        services = build_services(settings, EMBEDDED_CREDENTIALS)
+        meter = Meter(services.aws.dynamodb)
+        backlog = Backlog(services)
+        barrier.wait()
+        while True:
+            meter.calls = Counter()
+            row = backlog.pull_next(f"consumer:{number}")
+            if row is None:
+                return
+            with lock:
+                per_pull.append(sum(meter.calls.values()))
+
+    with ThreadPoolExecutor(consumers) as pool:
+        futures = [pool.submit(consume, n) for n in range(consumers)]
+        barrier.wait()
+        began = time.perf_counter()
+        for future in futures:
+            future.result()
+    return ROWS / (time.perf_counter() - began), per_pull
+
+
+def main() -> int:
+    server = LockedMotoServer()
+    endpoint = server.start()
+    try:
+        print(f"backlog pulls, strict oldest-first, locked moto server ({ROWS} rows per run)")
+        print(f"{'consumers':>9} {'pulls/s':>8} {'requests/pull median':>21} {'p90':>5}")
+        median16 = 0.0
+        for consumers in (1, 4, 16):
+            rate, per_pull = run(endpoint, consumers)
+            median = statistics.median(per_pull)
+            p90 = sorted(per_pull)[int(len(per_pull) * 0.9) - 1]
+            print(f"{consumers:>9} {rate:>8.1f} {median:>21.1f} {p90:>5.0f}")
+            if consumers == 16:
+                median16 = median
+        print(
+            "target: median <= 3 requests per successful pull with 16 consumers"
+            f" -> {'met' if median16 <= 3 else 'MISSED (every consumer contends for the head of the queue)'}"
+        )
+        return 0
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
