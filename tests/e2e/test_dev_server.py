@@ -172,6 +172,36 @@ def test_chat_streams_over_http_and_the_cli_prints_the_answer(server: Any) -> No
     assert "Patient narratives and consent" in answer.stdout and "flowledger-offline-v1" in answer.stderr
 
 
+def test_the_research_sdk_drives_the_backlog_through_signed_calls(server: Any) -> None:
+    import asyncio
+
+    from flowledger.research.client import MemoryClient
+
+    credentials = server.data_dir.admin_credentials()
+
+    async def loop() -> tuple[Any, Any, Any]:
+        client = MemoryClient(
+            server.base_url, credentials.region, Credentials(credentials.access_key_id, credentials.secret_access_key)
+        )
+        queued = await client.enqueue_deeper_research(
+            idempotency_key="e2e-key-001",
+            trigger_type="user_question",
+            trigger_ref="e2e/1",
+            reason="no_evidence_hits",
+            question_framing="Find any evidence at all.",
+        )
+        pulled = await client.pull_next_research_request()
+        done = await client.complete_research_request(pulled["request"]["request_id"], error="engine_gave_up")
+        await client.aclose()
+        return queued, pulled, done
+
+    queued, pulled, done = asyncio.run(loop())
+    assert pulled["request"]["request_id"] == queued["request_id"]
+    assert done["status"] == "failed_voluntary"
+    status = server.cli("backlog", "status", "--json", "--data-dir", str(server.data_dir.path))
+    assert status.returncode == 0 and '"failed_voluntary": 1' in status.stdout
+
+
 def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
     # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
     server.process.send_signal(signal.SIGINT)
