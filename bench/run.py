@@ -1,4 +1,8 @@
-"""`make bench`: every benchmark, one after another, figures printed as they come."""
+"""`make bench`: every benchmark, one after another, figures printed as they come.
+
+Benchmarks measure; they do not gate. A benchmark that misses its target says so in its output
+and exits 1, and the summary at the end lists those, but `make bench` itself succeeds.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ BENCHMARKS = ["import_time.py", "ledger.py", "flows.py", "chat.py", "backlog.py"
 
 def main() -> int:
     here = Path(__file__).parent
-    status = 0
+    missed = []
     for name in BENCHMARKS:
         print(f"== {name}", flush=True)
-        status |= subprocess.run([sys.executable, str(here / name)], check=False).returncode
-    return status
+        if subprocess.run([sys.executable, str(here / name)], check=False).returncode != 0:
+            missed.append(name)
+    print(f"== summary: {'targets missed in ' + ', '.join(missed) if missed else 'every target met'}")
+    return 0
 
 
 if __name__ == "__main__":
