@@ -222,6 +222,15 @@ def cmd_backlog_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir`` for commands that touch the store: local server, or AWS when omitted."""
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
+        help="a running dev server's data directory; omit to use the AWS environment",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flowledger", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -249,11 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     job_commands.add_parser("list", help="the registered jobs and their schedules").set_defaults(func=cmd_jobs_list)
     run = job_commands.add_parser("run", help="run one job now against the local or AWS store")
     run.add_argument("name", help="the job's name (see `flowledger jobs list`)")
-    run.add_argument(
-        "--data-dir",
-        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
-        help="a running dev server's data directory; omit to use the AWS environment",
-    )
+    _store_option(run)
     run.set_defaults(func=cmd_jobs_run)
 
     audit = commands.add_parser("audit", help="verify the audit ledger, write and check inclusion proofs")
@@ -267,31 +272,19 @@ def build_parser() -> argparse.ArgumentParser:
     proof.add_argument("--out", help="where to write it (default EVENT_ID.proof.json)")
     proof.set_defaults(func=cmd_audit_proof)
     for command in (verify, proof):
-        command.add_argument(
-            "--data-dir",
-            default=os.environ.get("FLOWLEDGER_DATA_DIR"),
-            help="a running dev server's data directory; omit to use the AWS environment",
-        )
+        _store_option(command)
     backlog = commands.add_parser("backlog", help="the research backlog")
     backlog_commands = backlog.add_subparsers(dest="backlog_command", required=True, metavar="ACTION")
     status = backlog_commands.add_parser("status", help="status counts, ages, retries, failures and loop health")
     status.add_argument("--json", action="store_true", help="print the view as JSON")
-    status.add_argument(
-        "--data-dir",
-        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
-        help="a running dev server's data directory; omit to use the AWS environment",
-    )
+    _store_option(status)
     status.set_defaults(func=cmd_backlog_status)
 
     knowledge = commands.add_parser("knowledge", help="manage the knowledge base documents")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True, metavar="ACTION")
     add = knowledge_commands.add_parser("add", help="index text or Markdown files (a new version if known)")
     add.add_argument("files", nargs="+", help="the files to add")
-    add.add_argument(
-        "--data-dir",
-        default=os.environ.get("FLOWLEDGER_DATA_DIR"),
-        help="a running dev server's data directory; omit to use the AWS environment",
-    )
+    _store_option(add)
     add.set_defaults(func=cmd_knowledge_add)
 
     chat = commands.add_parser("chat", help="ask a running server a question and stream the answer")
