@@ -31,7 +31,7 @@ SUPPORTED = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".pdf":
 SEMANTIC_ONLY_THRESHOLD = 0.5
 
 
-class ExecutionUnavailable(FlowledgerError):
+class KnowledgeUnavailable(FlowledgerError):
     """The index could not be searched (its embedding model failed)."""
 
     code = "knowledge_unavailable"
@@ -212,7 +212,7 @@ class KnowledgeIndex:
         try:
             return self._embeddings.embed(texts)
         except ModelError as exc:
-            raise ExecutionUnavailable(f"the embedding model failed: {type(exc).__name__}") from None
+            raise KnowledgeUnavailable(f"the embedding model failed: {type(exc).__name__}") from None
 
     def _refresh(self) -> None:
         db = self._s.aws.dynamodb

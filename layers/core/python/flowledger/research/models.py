@@ -19,9 +19,6 @@ class BacklogStatus(StrEnum):
     FAILED_AFTER_RETRIES = "failed_after_retries"
 
 
-TERMINAL = (BacklogStatus.COMPLETED, BacklogStatus.FAILED_VOLUNTARY, BacklogStatus.FAILED_AFTER_RETRIES)
-
-
 class Reason(StrEnum):
     NO_EVIDENCE_HITS = "no_evidence_hits"
     WEAK_COMPOSITE_K = "weak_composite_k"
