@@ -21,7 +21,8 @@ from flowledger.ledger.store import Ledger
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
-from flowledger.services import Services, build_services
+from flowledger.services import Services, bootstrap, build_services
+from flowledger.store.provision import provision_all
 
 
 @pytest.fixture
@@ -41,6 +42,15 @@ def fresh_ledger() -> Callable[[Services], Ledger]:
         )
 
     return make
+
+
+@pytest.fixture
+def services(moto_services: Services) -> Iterator[Services]:
+    """moto with every declared table, bucket and the data key; a function's own bootstrap starts fresh."""
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    bootstrap.cache_clear()
+    yield moto_services
+    bootstrap.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,26 +11,20 @@ import pytest
 
 from flowledger.ledger.audit import checkpoints_of, take_checkpoint
 from flowledger.ledger.events import AuditEntry, AuditEvent
-from flowledger.services import Services, bootstrap
-from flowledger.store.provision import provision_all
+from flowledger.services import Services
 
 ADMIN = "arn:aws:sts::123456789012:assumed-role/operator/jane"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def stored(moto_services: Services) -> Iterator[list[AuditEvent]]:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+def stored(services: Services) -> list[AuditEvent]:
     ticks = iter(range(1000))
-    moto_services.clock = lambda: T0 + timedelta(minutes=next(ticks))
-    ledger = moto_services.ledger
-    events = [
-        ledger.append(AuditEntry(action=action, actor="user:a", subject=f"flow:{n % 3}"))
+    services.clock = lambda: T0 + timedelta(minutes=next(ticks))
+    return [
+        services.ledger.append(AuditEntry(action=action, actor="user:a", subject=f"flow:{n % 3}"))
         for n, action in enumerate(["reasoning.flow.started", "reasoning.step.created"] * 5)
     ]
-    bootstrap.cache_clear()  # the function builds its own services from the environment, as in Lambda
-    yield events
-    bootstrap.cache_clear()
 
 
 @pytest.fixture
@@ -72,11 +66,9 @@ def test_bad_input_is_422_and_missing_iam_is_403(stored: list[AuditEvent], get: 
     assert get("/admin/v1/audit/events", user_arn=None)[0] == 403
 
 
-def test_latest_checkpoint_is_404_until_one_is_taken(
-    stored: list[AuditEvent], get: Any, moto_services: Services
-) -> None:
+def test_latest_checkpoint_is_404_until_one_is_taken(stored: list[AuditEvent], get: Any, services: Services) -> None:
     assert get("/admin/v1/audit/checkpoints/latest")[0] == 404
-    taken = take_checkpoint(moto_services.ledger, checkpoints_of(moto_services), moto_services)
+    taken = take_checkpoint(services.ledger, checkpoints_of(services), services)
     status, body = get("/admin/v1/audit/checkpoints/latest")
     assert status == 200 and body["checkpoint_id"] == taken["checkpoint_id"]
     assert sum(head["seq"] for head in body["heads"]) == len(stored)

@@ -28,7 +28,6 @@ from flowledger.chat.wiring import build_use_case
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.openai_adapter import OpenAIChatModel
 from flowledger.services import Services
-from flowledger.store.provision import provision_all
 
 pytestmark = pytest.mark.anyio
 USER = {"sub": "alice", "scope": "chat", "patient_id": ""}
@@ -46,12 +45,11 @@ def via(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def services(moto_services: Services) -> Iterator[Services]:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    index = KnowledgeIndex(moto_services)
+def services(services: Services) -> Services:
+    index = KnowledgeIndex(services)
     index.add_document("ledger.md", b"# Ledger\n\nThe audit ledger checkpoints every five minutes into S3.")
     index.add_document("consent.md", b"# Consent\n\nPatients opt in before reading their narratives.")
-    yield moto_services
+    return services
 
 
 class Harness:

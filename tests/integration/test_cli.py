@@ -9,7 +9,11 @@ import pytest
 
 from flowledger.api.tokens import TokenVerifier
 from flowledger.cli import main
+from flowledger.config import load_settings
 from flowledger.local.datadir import DataDir, LocalEndpoints
+from flowledger.local.devserver import EMBEDDED_CREDENTIALS
+from flowledger.services import build_services
+from flowledger.store.provision import provision_all
 
 
 def test_token_command_mints_a_token_the_issuer_verifies(
@@ -68,8 +72,13 @@ def test_jobs_run_against_a_local_server_through_its_data_dir(
             buckets={},
         )
     )
-    assert main(["jobs", "run", "heartbeat", "--data-dir", str(data_dir.path)]) == 0
-    assert json.loads(capsys.readouterr().out)["job"] == "heartbeat"
+    local = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix="clitest"), EMBEDDED_CREDENTIALS)
+    provision_all(local.aws, "us-east-1", local.settings.data_key_id)
+    # The checkpoint job reads every chain and writes to the bucket: it only succeeds on that store.
+    assert main(["jobs", "run", "ledger_checkpoint", "--data-dir", str(data_dir.path)]) == 0
+    checkpoint_id = json.loads(capsys.readouterr().out)["checkpoint_id"]
+    keys = local.aws.s3.list_objects_v2(Bucket=local.aws.bucket_name("checkpoints"))["Contents"]
+    assert [k["Key"] for k in keys] == [f"checkpoints/{checkpoint_id}.json"]
 
 
 def test_jobs_run_of_an_unknown_job_fails_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,13 +11,6 @@ from flowledger.errors import InvalidInput
 from flowledger.knowledge.index import KnowledgeIndex, chunk_text, document_id_for
 from flowledger.llm.embeddings import HashBucketEmbedding, OpenAIEmbedding
 from flowledger.services import Services
-from flowledger.store.provision import provision_all
-
-
-@pytest.fixture
-def services(moto_services: Services) -> Services:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    return moto_services
 
 
 def minimal_pdf(text: str) -> bytes:

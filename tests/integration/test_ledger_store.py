@@ -17,14 +17,12 @@ from flowledger.ledger.events import AuditEntry, event_id, seal, shard_for
 from flowledger.ledger.proofs import check_proof
 from flowledger.ledger.store import Ledger, to_item
 from flowledger.services import Services
-from flowledger.store.provision import provision_all
 
 
 @pytest.fixture
-def services(moto_services: Services) -> Services:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    moto_services.clock = lambda: datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-    return moto_services
+def services(services: Services) -> Services:
+    services.clock = lambda: datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    return services
 
 
 @pytest.fixture

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from flowledger.services import Services, bootstrap
-from flowledger.store.provision import provision_all
+from flowledger.services import Services
 
 WRITER = {"sub": "agent-researcher", "scope": "reasoning.write", "patient_id": ""}
 OTHER_WRITER = {"sub": "agent-critic", "scope": "reasoning.write", "patient_id": ""}
@@ -23,14 +22,6 @@ SAFE_STEPS = [
 ]
 
 Call = Callable[..., tuple[int, Any, dict[str, str]]]
-
-
-@pytest.fixture
-def services(moto_services: Services) -> Iterator[Services]:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    bootstrap.cache_clear()
-    yield moto_services
-    bootstrap.cache_clear()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,15 +21,8 @@ from flowledger.reasoning.recorder import (
 )
 from flowledger.reasoning.service import FlowService
 from flowledger.services import Services, build_services
-from flowledger.store.provision import provision_all
 
 AGENT = Principal(kind="user", id="agent-researcher", scopes=frozenset({"reasoning.write"}))
-
-
-@pytest.fixture
-def services(moto_services: Services) -> Iterator[Services]:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    yield moto_services
 
 
 def recorder(services: Services) -> ReasoningFlowRecorder:

@@ -23,13 +23,6 @@ from flowledger.research.loop import (
 )
 from flowledger.research.models import BacklogRow
 from flowledger.services import Services
-from flowledger.store.provision import provision_all
-
-
-@pytest.fixture
-def services(moto_services: Services) -> Services:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    return moto_services
 
 
 def flags(services: Services, **values: Any) -> None:

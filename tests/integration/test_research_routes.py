@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,19 +11,10 @@ import pytest
 
 from flowledger.research.backlog import Backlog
 from flowledger.research.models import DeeperRequest, Reason
-from flowledger.services import Services, bootstrap
-from flowledger.store.provision import provision_all
+from flowledger.services import Services
 
 ADMIN = "arn:aws:sts::123456789012:assumed-role/researcher/engine"
 Call = Callable[..., tuple[int, Any]]
-
-
-@pytest.fixture
-def services(moto_services: Services) -> Iterator[Services]:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    bootstrap.cache_clear()
-    yield moto_services
-    bootstrap.cache_clear()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from functools import cache
@@ -189,6 +190,4 @@ async def _stream(events: Any, cancel: CancelToken) -> AsyncIterator[bytes]:
 
 
 def _matches(pattern: str, value: str) -> bool:
-    import re
-
     return re.fullmatch(pattern, value) is not None

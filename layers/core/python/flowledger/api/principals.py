@@ -19,6 +19,11 @@ class Principal(BaseModel):
     scopes: frozenset[str] = frozenset()
     patient_id: str | None = None
 
+    @property
+    def actor(self) -> str:
+        """How the audit ledger names this caller: the IAM ARN, or ``user:<sub>``."""
+        return self.id if self.kind == "iam" else f"user:{self.id}"
+
 
 def client_principal(event: dict[str, Any]) -> Principal:
     """The bearer-token principal of a client route; 401 when the authorizer set none."""

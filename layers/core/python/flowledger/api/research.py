@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 
 from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal
-from flowledger.research.backlog import Backlog, actor_of
+from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
 from flowledger.research.models import (
     BacklogRow,
@@ -31,7 +31,7 @@ ClaimId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 
 
 def _actor() -> str:
-    return actor_of(iam_principal(router.current_event.raw_event))
+    return iam_principal(router.current_event.raw_event).actor
 
 
 def _json(status: int, body: Any) -> Response[str]:

@@ -11,14 +11,13 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from flowledger.chat.models import Intent, ReleaseOutcome, RunPage, RunStatus, RunView
 from flowledger.errors import Conflict, Forbidden, InvalidInput, NotFound
-from flowledger.ledger.events import timestamp
+from flowledger.ledger.events import parse_timestamp, timestamp
 from flowledger.services import Services
 from flowledger.store import items
 
@@ -97,7 +96,7 @@ class RunStore:
             ":status": status.value,
             ":release": release.value,
             ":finished": timestamp(now),
-            ":duration": int((now - _parse(started)).total_seconds() * 1000),
+            ":duration": int((now - parse_timestamp(started)).total_seconds() * 1000),
             ":budget": budget_usage,
             ":running": RunStatus.RUNNING.value,
         }
@@ -237,10 +236,6 @@ class RunStore:
             Key={"session_id": {"S": session_id}, "run_id": {"S": SESSION_HEADER}},
         ).get("Item")
         return item["owner"]["S"] if item else None
-
-
-def _parse(moment: str) -> datetime:
-    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
 def _run_from(cursor: str) -> str:

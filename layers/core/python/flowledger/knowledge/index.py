@@ -21,6 +21,7 @@ from flowledger.llm.embeddings import EmbeddingModel, cosine, knowledge_embeddin
 from flowledger.llm.ports import ModelError
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.paging import query_items
 
 CHUNK_CHARS = 900
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
@@ -227,23 +228,18 @@ class KnowledgeIndex:
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :c)",
             "ExpressionAttributeValues": {":p": {"S": "corpus"}, ":c": {"S": "chunk#"}},
         }
-        while True:
-            response = db.query(**request)
-            for item in response.get("Items", []):
-                value = items.from_item(item)
-                chunks.append(
-                    _Chunk(
-                        value["document_id"],
-                        value["title"],
-                        value["version"],
-                        value["text"],
-                        value.get("embedding"),
-                        value.get("embedding_model"),
-                    )
+        for item in query_items(db, request):
+            value = items.from_item(item)
+            chunks.append(
+                _Chunk(
+                    value["document_id"],
+                    value["title"],
+                    value["version"],
+                    value["text"],
+                    value.get("embedding"),
+                    value.get("embedding_model"),
                 )
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            )
         with self._lock:
             self._chunks, self._bm25, self._loaded_version = chunks, Bm25([c.text for c in chunks]), version
 

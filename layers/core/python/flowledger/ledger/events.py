@@ -98,6 +98,11 @@ def timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_timestamp(value: str) -> datetime:
+    """The moment a :func:`timestamp` names."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
 def seal(entry: AuditEntry, chain_id: str, seq: int, prev_hash: str, at: datetime) -> AuditEvent:
     """The event for ``entry`` at position ``seq`` of ``chain_id``, hashed."""
     fields = {

@@ -21,6 +21,7 @@ from flowledger.errors import ConditionFailed, LedgerContention
 from flowledger.ledger.chain import GENESIS, Position
 from flowledger.ledger.events import AuditEntry, AuditEvent, seal, shard_for
 from flowledger.store import items
+from flowledger.store.paging import query_items
 
 MAX_ATTEMPTS = 8
 BASE_BACKOFF_SECONDS = 0.002
@@ -151,13 +152,8 @@ class Ledger:
             "ExpressionAttributeValues": values,
             "ConsistentRead": True,
         }
-        while True:
-            response = self._db.query(**request)
-            for item in response.get("Items", []):
-                yield from_item(item)
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in query_items(self._db, request):
+            yield from_item(item)
 
     def event(self, chain_id: str, seq: int) -> AuditEvent | None:
         response = self._db.get_item(

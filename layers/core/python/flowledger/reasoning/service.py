@@ -7,13 +7,13 @@ import binascii
 import hashlib
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from flowledger.api.principals import Principal
 from flowledger.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from flowledger.ids import new_id
-from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.reasoning.dimensions import PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
 from flowledger.reasoning.envelope import is_sealed
 from flowledger.reasoning.guard import guard_counts
@@ -38,6 +38,7 @@ from flowledger.reasoning.models import (
 )
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.paging import query_items
 from flowledger.store.ratelimit import hit_rate_limit
 
 ACTIVE_SHARDS = 16
@@ -58,10 +59,6 @@ class AskCareTeam(Forbidden):
 
 class ConsentRequired(Forbidden):
     code = "consent_required"
-
-
-def _actor(principal: Principal) -> str:
-    return principal.id if principal.kind == "iam" else f"user:{principal.id}"
 
 
 def _active_shard(flow_id: str) -> str:
@@ -97,7 +94,7 @@ class FlowService:
         self._s.ledger.append(
             AuditEntry(
                 action="reasoning.flow.started",
-                actor=_actor(principal),
+                actor=principal.actor,
                 subject=f"flow:{flow_id}",
                 refs=refs,
                 payload={"trigger_type": body.trigger_type},
@@ -159,7 +156,7 @@ class FlowService:
             self._s.ledger.append(
                 AuditEntry(
                     action="reasoning.step.created",
-                    actor=_actor(principal),
+                    actor=principal.actor,
                     subject=f"flow:{flow_id}",
                     refs={"step_id": step_id},
                     payload={
@@ -183,7 +180,7 @@ class FlowService:
         flow = self._flow(flow_id)
         if flow.created_by != principal.id:
             raise Forbidden("only the writer that opened a flow may close it")
-        return self._close(flow, body, _actor(principal))
+        return self._close(flow, body, principal.actor)
 
     def _close(self, flow: FlowView, body: FlowClose, actor: str) -> FlowView:
         if flow.flow_state != "active":
@@ -255,7 +252,7 @@ class FlowService:
             "patient_safe_summary": str(safe).lower(),
         }
         self._s.metrics.emit(f"reasoning.flow.{body.state}", 1, "Count", dims)
-        latency = (self._s.clock() - datetime.fromisoformat(flow.created_at)).total_seconds() * 1000
+        latency = (self._s.clock() - parse_timestamp(flow.created_at)).total_seconds() * 1000
         self._s.metrics.emit(
             "reasoning.flow.latency_ms",
             latency,
@@ -278,7 +275,7 @@ class FlowService:
         self._s.ledger.append(
             AuditEntry(
                 action="reasoning.read_consent.changed",
-                actor=_actor(principal),
+                actor=principal.actor,
                 subject=f"patient:{principal.patient_id}",
                 payload={"reasoning_read": body.reasoning_read},
             ),
@@ -332,7 +329,7 @@ class FlowService:
         self._s.ledger.append(
             AuditEntry(
                 action="patient.reasoning.flow.read",
-                actor=_actor(principal),
+                actor=principal.actor,
                 subject=f"flow:{flow_id}",
                 refs={"patient_id": principal.patient_id},
                 payload={"steps": len(steps)},
@@ -372,7 +369,7 @@ class FlowService:
         self._s.ledger.append(
             AuditEntry(
                 action="admin.reasoning.flow.read",
-                actor=_actor(admin),
+                actor=admin.actor,
                 subject=f"flow:{flow_id}",
                 payload={"steps": len(steps)},
             )
@@ -412,13 +409,7 @@ class FlowService:
             "ExpressionAttributeValues": {":f": {"S": flow_id}},
             "ConsistentRead": True,
         }
-        records = []
-        while True:
-            response = self._db.query(**request)
-            records += [items.from_item(item) for item in response.get("Items", [])]
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        records = [items.from_item(item) for item in query_items(self._db, request)]
         # Step ids are ULIDs, so key order is creation order; client-chosen ids keep it as they are ULIDs too.
         yield from sorted(records, key=lambda r: (r["created_at"], r["step_id"]))
 
@@ -478,13 +469,8 @@ class FlowService:
             "KeyConditionExpression": "active_shard = :s AND created_at < :cutoff",
             "ExpressionAttributeValues": {":s": {"S": shard}, ":cutoff": {"S": cutoff}},
         }
-        while True:
-            response = self._db.query(**request)
-            for item in response.get("Items", []):
-                yield item["flow_id"]["S"]
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in query_items(self._db, request):
+            yield item["flow_id"]["S"]
 
 
 def flow_decay_job(services: Services) -> dict[str, int]:

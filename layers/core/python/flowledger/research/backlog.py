@@ -11,12 +11,11 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from flowledger.api.principals import Principal
 from flowledger.errors import ConditionFailed, Conflict, NotFound
-from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.research.health import loop_health
 from flowledger.research.models import (
     BacklogRow,
@@ -28,23 +27,16 @@ from flowledger.research.models import (
 )
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.paging import query_items
 
 CANDIDATES_PER_QUERY = 8
 RECENT_WINDOW = timedelta(hours=24)
 RECENT_FAILURES_SHOWN = 10
 
 
-def actor_of(principal: Principal) -> str:
-    return principal.id if principal.kind == "iam" else f"user:{principal.id}"
-
-
 def request_id_for(idempotency_key: str) -> str:
     """The row id a client key maps to: the same key always names the same row."""
     return "rq_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:26]
-
-
-def _parse(moment: str) -> datetime:
-    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
 class Backlog:
@@ -333,13 +325,8 @@ class Backlog:
             "ExpressionAttributeNames": {"#s": "status"},
             "ExpressionAttributeValues": {":s": {"S": status.value}},
         }
-        while True:
-            response = self._db.query(**request)
-            for item in response.get("Items", []):
-                yield BacklogRow.model_validate(items.from_item(item))
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for item in query_items(self._db, request):
+            yield BacklogRow.model_validate(items.from_item(item))
 
     def view(self) -> BacklogView:
         """The observability view with the server-computed loop-health verdict."""
@@ -371,7 +358,7 @@ class Backlog:
             distribution[status.value] = count
 
         def age(status: BacklogStatus) -> int | None:
-            return int((now - _parse(oldest[status])).total_seconds()) if status in oldest else None
+            return int((now - parse_timestamp(oldest[status])).total_seconds()) if status in oldest else None
 
         failures.sort(key=lambda f: f.completed_at or "", reverse=True)
         pending_age, dispatched_age = age(BacklogStatus.PENDING), age(BacklogStatus.DISPATCHED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ from flowledger.ledger.events import AuditEntry, timestamp
 from flowledger.research.models import ClaimEntry, ClaimMark, ClaimQueue, ClaimResolution
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.paging import query_items
 
 RECENT_WINDOW = timedelta(hours=24)
 MAX_LISTED = 200
@@ -130,11 +132,7 @@ class ClaimTriage:
             "ExpressionAttributeNames": {"#s": "status"},
             "ExpressionAttributeValues": {":s": {"S": status}},
         }
-        found: list[ClaimEntry] = []
-        while len(found) < MAX_LISTED:
-            response = self._db.query(**request)
-            found += [ClaimEntry.model_validate(items.from_item(i)) for i in response.get("Items", [])]
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return found[:MAX_LISTED]
+        return [
+            ClaimEntry.model_validate(items.from_item(i))
+            for i in itertools.islice(query_items(self._db, request), MAX_LISTED)
+        ]
