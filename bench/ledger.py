@@ -144,6 +144,7 @@ def main() -> int:
         event_units = 2  # a transactional put of one event item under 1 KB
         per_chain = PARTITION_WCU // event_units
         print("target: 1 transaction of at most 4 WCU per audited write (+1 read when the head is not cached)")
+        print("  plus 1 WCU per write on the by_subject index (its keys and action: well under 1 KB)")
         print(
             f"ceiling on DynamoDB: each chain is one partition key ({PARTITION_WCU} WCU/s) and each audited "
             f"write puts {event_units} WCU on it: {per_chain}/s per chain"

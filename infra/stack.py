@@ -21,12 +21,12 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
     "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",)),
     "reasoning": DataAccess(write_tables=("flows", "steps", "consents", "rate_limits", "ledger"), seal_fields=True),
-    "research": DataAccess(write_tables=("backlog", "claims_review", "ledger")),
+    "research": DataAccess(write_tables=("backlog", "backlog_tickets", "claims_review", "ledger")),
 }
 CHAT_ACCESS = DataAccess(read_tables=("knowledge",), write_tables=("runs",), read_buckets=("documents",))
 JOBS_ACCESS = DataAccess(
     read_tables=("steps",),
-    write_tables=("ledger", "flows", "backlog", "claims_review"),
+    write_tables=("ledger", "flows", "backlog", "backlog_tickets", "claims_review"),
     read_buckets=("checkpoints",),
     write_buckets=("checkpoints",),
 )

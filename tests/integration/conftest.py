@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from flowledger.config import load_settings
 from flowledger.ledger.store import Ledger
+from flowledger.local import moto_transactions
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
@@ -27,7 +28,8 @@ from flowledger.store.provision import provision_all
 
 @pytest.fixture
 def moto_services(clean_environment: None) -> Iterator[Services]:
-    """Services against moto patched in-process (no server)."""
+    """Services against moto patched in-process (no server), with the dev server's transaction rollback."""
+    moto_transactions.install()
     with mock_aws():
         yield build_services(load_settings(), EMBEDDED_CREDENTIALS)
 

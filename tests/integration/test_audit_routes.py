@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,8 +61,31 @@ def test_subject_action_and_since_filter(stored: list[AuditEvent], get: Any) -> 
     assert sorted(e["event_id"] for e in recent["events"]) == sorted(e.event_id for e in stored[7:])
 
 
+def test_a_subjects_events_come_page_by_page_in_time_order_from_every_chain(
+    stored: list[AuditEvent], get: Any, services: Services
+) -> None:
+    # Another writer thread appends to the chain it picks: the index still lists it in order.
+    mine = [e for e in stored if e.subject == "flow:1"]
+    other = ThreadPoolExecutor(1).submit(
+        services.ledger.append, AuditEntry(action="reasoning.flow.closed", actor="user:b", subject="flow:1")
+    )
+    mine.append(other.result())
+    seen, cursor = [], None
+    while True:
+        query = {"subject": "flow:1", "limit": "1"} | ({"cursor": cursor} if cursor else {})
+        status, body = get("/admin/v1/audit/events", **query)
+        assert status == 200 and len(body["events"]) <= 1
+        seen += [event["event_id"] for event in body["events"]]
+        if (cursor := body["next_cursor"]) is None:
+            break
+    assert seen == [e.event_id for e in mine]
+    _, filtered = get("/admin/v1/audit/events", subject="flow:1", action="reasoning.step.created", since=mine[1].at)
+    assert [e["event_id"] for e in filtered["events"]] == [mine[2].event_id]
+
+
 def test_bad_input_is_422_and_missing_iam_is_403(stored: list[AuditEvent], get: Any) -> None:
     assert get("/admin/v1/audit/events", cursor="not-a-cursor")[0] == 422
+    assert get("/admin/v1/audit/events", subject="flow:1", cursor="WzAsIDBd")[0] == 422  # a chain cursor
     assert get("/admin/v1/audit/events", limit="0")[0] == 422
     assert get("/admin/v1/audit/events", user_arn=None)[0] == 403
 

@@ -1,59 +1,50 @@
-"""16 consumers pull rows at once from the locked moto server: each row exactly once, in FIFO order.
-
-The issue asks for 2,000 rows; with strict oldest-first pulls every consumer contends for the same
-head of the queue, and on the serialized moto server that takes minutes, so this runs 120 rows.
-"""
+"""16 consumers pull 2,000 rows at once from the locked moto server: each row exactly once, in FIFO order."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from flowledger.config import load_settings
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.research.backlog import Backlog
+from flowledger.research.models import DeeperRequest, Reason
 from flowledger.services import build_services
-from flowledger.store import items
 from flowledger.store.provision import create_table
 from flowledger.store.tables import table_spec
 
 CONSUMERS = 16
-ROWS = 120
+ROWS = 2000
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.usefixtures("clean_environment")
 def test_concurrent_pulls_dispatch_every_row_exactly_once_in_fifo_order(locked_moto: str) -> None:
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="backlogconc")
-    aws = build_services(settings, EMBEDDED_CREDENTIALS).aws
-    for table in ("backlog", "ledger"):
-        create_table(aws, table_spec(table))
-    created = {f"rq_{n:026d}": f"2026-11-30T00:{n // 60 % 60:02d}:{n % 60:02d}.{n:06d}Z" for n in range(ROWS)}
-    rows = [
-        items.to_item(
-            {
-                "request_id": rid,
-                "trigger_type": "t",
-                "trigger_ref": "r",
-                "reason": "weak_composite_k",
-                "question_framing": "q",
-                "dispatched_from_backlog": False,
-                "status": "pending",
-                "created_at": at,
-                "created_by": "seed",
-                "retry_count": 0,
-            }
+    producer = build_services(settings, EMBEDDED_CREDENTIALS)
+    for table in ("backlog", "backlog_tickets", "ledger"):
+        create_table(producer.aws, table_spec(table))
+    ticks = itertools.count()
+    producer.clock = lambda: T0 + timedelta(milliseconds=next(ticks))
+    backlog = Backlog(producer)
+    created = {}
+    for n in range(ROWS):
+        row, _ = backlog.enqueue(
+            "user:producer",
+            DeeperRequest(
+                idempotency_key=f"conc-{n:06d}",
+                trigger_type="user_question",
+                trigger_ref=f"q/{n}",
+                reason=Reason.WEAK_COMPOSITE_K,
+                question_framing="q",
+            ),
         )
-        for rid, at in created.items()
-    ]
-    for start in range(0, ROWS, 25):
-        aws.dynamodb.batch_write_item(
-            RequestItems={
-                aws.table_name("backlog"): [{"PutRequest": {"Item": row}} for row in rows[start : start + 25]]
-            }
-        )
+        created[row.request_id] = row.created_at
     start_line = threading.Barrier(CONSUMERS)
 
     def consume(number: int) -> list[str]:
@@ -70,4 +61,6 @@ def test_concurrent_pulls_dispatch_every_row_exactly_once_in_fifo_order(locked_m
     assert set(everything) == set(created) and set(everything.values()) == {1}
     for pulls in per_consumer:
         assert [created[rid] for rid in pulls] == sorted(created[rid] for rid in pulls)
-    assert sum(1 for pulls in per_consumer if pulls) > 1
+    assert sum(1 for pulls in per_consumer if pulls) > CONSUMERS // 2
+    stored = [backlog.get(rid) for rid in created]
+    assert {row.status for row in stored if row} == {"dispatched"} and len(stored) == ROWS

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from flowledger.errors import ConditionFailed, LedgerContention
 from flowledger.ledger.audit import checkpoints_of, prove, take_checkpoint, verify_ledger
-from flowledger.ledger.events import AuditEntry, event_id, seal, shard_for
+from flowledger.ledger.events import AuditEntry, event_id, seal
 from flowledger.ledger.proofs import check_proof
 from flowledger.ledger.store import Ledger, to_item
 from flowledger.services import Services
@@ -68,7 +68,7 @@ def test_domain_item_and_event_are_written_together(services: Services, ledger: 
     event = ledger.append(entry("claim:c1"), [claim_put(services, "c1")])
     assert claim_exists(services, "c1")
     assert ledger.event(event.chain_id, event.seq) == event
-    assert (event.seq, event.chain_id) == (1, shard_for("claim:c1", 16))
+    assert event.seq == 1 and event.chain_id in ledger.chain_ids()
 
 
 def test_a_warm_append_is_one_request_and_a_cold_one_adds_one_read(
@@ -82,8 +82,8 @@ def test_a_warm_append_is_one_request_and_a_cold_one_adds_one_read(
     assert calls == {"TransactWriteItems": 1}
 
 
-def test_a_stale_cached_head_retries_at_the_next_position(services: Services, fresh_ledger: Any) -> None:
-    first, second = fresh_ledger(services), fresh_ledger(services)
+def test_a_stale_cached_head_retries_at_the_next_position(services: Services) -> None:
+    first, second = (Ledger(services.aws.dynamodb, services.aws.table_name("ledger"), 1, services.clock) for _ in "12")
     first.append(entry("flow:x"))
     second.append(entry("flow:x"))  # second now caches seq 2
     third = first.append(entry("flow:x"))  # first's cache says seq 1: its write at 2 collides, then lands at 3
@@ -91,12 +91,27 @@ def test_a_stale_cached_head_retries_at_the_next_position(services: Services, fr
     assert [e.seq for e in first.read_chain(third.chain_id)] == [1, 2, 3]
 
 
+def test_a_writer_that_loses_its_position_moves_to_another_chain_and_stays(
+    services: Services, calls: Counter[str], fresh_ledger: Any
+) -> None:
+    rival, writer = fresh_ledger(services), fresh_ledger(services)
+    taken = writer.append(entry("flow:x"))
+    for _ in range(2):  # the rival writes twice on the writer's chain, so the writer's cached head is stale
+        rival._writer.chain = taken.chain_id
+        rival.append(entry("flow:y"))
+    moved = writer.append(entry("flow:x"))
+    assert moved.chain_id != taken.chain_id
+    calls.clear()
+    again = writer.append(entry("flow:x"))
+    assert again.chain_id == moved.chain_id and calls == {"TransactWriteItems": 1}
+
+
 def test_a_failed_condition_on_the_callers_item_writes_nothing(services: Services, ledger: Ledger) -> None:
     ledger.append(entry("claim:dup"), [claim_put(services, "dup")])
     with pytest.raises(ConditionFailed) as caught:
         ledger.append(entry("claim:dup"), [claim_put(services, "dup", "attribute_not_exists(claim_id)")])
     assert caught.value.index == 0
-    assert [e.seq for e in ledger.read_chain(shard_for("claim:dup", 16))] == [1]
+    assert [e.seq for c in ledger.chain_ids() for e in ledger.read_chain(c)] == [1]
 
 
 def test_contention_beyond_the_bound_leaves_neither_item_nor_event(services: Services) -> None:
@@ -108,25 +123,28 @@ def test_contention_beyond_the_bound_leaves_neither_item_nor_event(services: Ser
         max_attempts=3,
         sleep=lambda _: None,
     )
-    chain_id = shard_for("claim:hot", 16)
     rival = entry("claim:hot", action="reasoning.research.backlog.dispatched")
 
-    def rival_takes_the_next_position(**_: Any) -> None:
-        # Another writer lands on the position this append is about to claim, every time.
+    def rival_takes_the_next_position(params: dict[str, Any], **_: Any) -> None:
+        # Another writer lands on the position this append is about to claim, every time, on every chain.
+        chain_id = params["TransactItems"][-1]["Put"]["Item"]["chain_id"]["S"]
         head = ledger.head(chain_id)
         event = seal(rival, chain_id, head.seq + 1, head.hash, services.clock())
         services.aws.dynamodb.put_item(TableName=services.aws.table_name("ledger"), Item=to_item(event))
 
-    services.aws.dynamodb.meta.events.register("before-call.dynamodb.TransactWriteItems", rival_takes_the_next_position)
+    services.aws.dynamodb.meta.events.register(
+        "before-parameter-build.dynamodb.TransactWriteItems", rival_takes_the_next_position
+    )
     try:
         with pytest.raises(LedgerContention, match="nothing was written"):
             ledger.append(entry("claim:hot"), [claim_put(services, "hot")])
     finally:
         services.aws.dynamodb.meta.events.unregister(
-            "before-call.dynamodb.TransactWriteItems", rival_takes_the_next_position
+            "before-parameter-build.dynamodb.TransactWriteItems", rival_takes_the_next_position
         )
     assert not claim_exists(services, "hot")
-    assert {e.action for e in ledger.read_chain(chain_id)} == {"reasoning.research.backlog.dispatched"}
+    written = {e.action for c in ledger.chain_ids() for e in ledger.read_chain(c)}
+    assert written == {"reasoning.research.backlog.dispatched"}
 
 
 def test_throttling_leaves_neither_item_nor_event(services: Services, ledger: Ledger) -> None:
@@ -145,7 +163,7 @@ def test_throttling_leaves_neither_item_nor_event(services: Services, ledger: Le
     finally:
         services.aws.dynamodb.meta.events.unregister("before-call.dynamodb.TransactWriteItems", throttled)
     assert not claim_exists(services, "slow")
-    assert list(ledger.read_chain(shard_for("claim:slow", 16))) == []
+    assert [e for c in ledger.chain_ids() for e in ledger.read_chain(c)] == []
 
 
 def test_checkpoint_verify_and_prove_over_the_stored_ledger(services: Services, ledger: Ledger) -> None:

@@ -63,6 +63,12 @@ class LedgerContention(FlowledgerError):
     code = "ledger_contention"
 
 
+class BacklogContention(FlowledgerError):
+    """Concurrent enqueues kept taking the next ticket number; nothing was written."""
+
+    code = "backlog_contention"
+
+
 class PayloadTooLarge(FlowledgerError):
     code = "payload_too_large"
 

@@ -17,7 +17,8 @@ from flowledger.api.principals import iam_principal
 from flowledger.errors import InvalidInput, NotFound
 from flowledger.ledger.audit import checkpoints_of
 from flowledger.ledger.checkpoints import Checkpoint
-from flowledger.ledger.events import AuditEvent, shard_for, timestamp
+from flowledger.ledger.events import AuditEvent, timestamp
+from flowledger.ledger.store import SubjectCursor
 
 router = Router()
 
@@ -27,22 +28,33 @@ class EventsPage(BaseModel):
     next_cursor: str | None
 
 
-def _encode_cursor(chain_index: int, after_seq: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps([chain_index, after_seq]).encode()).decode()
+def _encode_cursor(position: list[object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(position).encode()).decode()
 
 
-def _decode_cursor(cursor: str | None, chains: int) -> tuple[int, int]:
-    if cursor is None:
-        return 0, 0
+def _decode(cursor: str) -> object:
     try:
-        chain_index, after_seq = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, TypeError, binascii.Error):
         raise InvalidInput("cursor is not one this API returned") from None
-    if not (
-        isinstance(chain_index, int) and isinstance(after_seq, int) and 0 <= chain_index < chains and after_seq >= 0
-    ):
-        raise InvalidInput("cursor is not one this API returned")
-    return chain_index, after_seq
+
+
+def _chain_cursor(cursor: str | None, chains: int) -> tuple[int, int]:
+    if cursor is None:
+        return 0, 0
+    match _decode(cursor):
+        case [int(chain_index), int(after_seq)] if 0 <= chain_index < chains and after_seq >= 0:
+            return chain_index, after_seq
+    raise InvalidInput("cursor is not one this API returned")
+
+
+def _subject_cursor(cursor: str | None) -> SubjectCursor | None:
+    if cursor is None:
+        return None
+    match _decode(cursor):
+        case [str(at), str(chain_id), int(seq)] if seq >= 1:
+            return SubjectCursor(at, chain_id, seq)
+    raise InvalidInput("cursor is not one this API returned")
 
 
 @router.get("/admin/v1/audit/events", summary="Audit events, filtered and paginated", tags=["audit"])
@@ -55,17 +67,20 @@ def list_events(
 ) -> EventsPage:
     iam_principal(router.current_event.raw_event)
     ledger = services_of(router).ledger
-    # A subject lives on one chain; without one, every chain is read in order.
-    chains = [shard_for(subject, ledger.shards)] if subject else ledger.chain_ids()
-    filters = {name: value for name, value in (("subject", subject), ("action", action)) if value}
     since_text = timestamp(since) if since else None
-    chain_index, after_seq = _decode_cursor(cursor, len(chains))
+    if subject:
+        # A subject's events are spread over the chains; its index lists them in time order.
+        found, resume = ledger.subject_page(subject, limit, action, since_text, _subject_cursor(cursor))
+        return EventsPage(events=found, next_cursor=_encode_cursor(list(resume)) if resume else None)
+    chains = ledger.chain_ids()
+    filters = {"action": action} if action else {}
+    chain_index, after_seq = _chain_cursor(cursor, len(chains))
     events: list[AuditEvent] = []
     while chain_index < len(chains):
         page, resume_after = ledger.query_page(chains[chain_index], after_seq, limit - len(events), filters, since_text)
         events += page
         if resume_after is not None:
-            return EventsPage(events=events, next_cursor=_encode_cursor(chain_index, resume_after))
+            return EventsPage(events=events, next_cursor=_encode_cursor([chain_index, resume_after]))
         chain_index, after_seq = chain_index + 1, 0
     return EventsPage(events=events, next_cursor=None)
 

@@ -27,6 +27,7 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.PayloadTooLarge: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     errors.UnknownJob: HTTPStatus.NOT_FOUND,
     errors.LedgerContention: HTTPStatus.SERVICE_UNAVAILABLE,
+    errors.BacklogContention: HTTPStatus.SERVICE_UNAVAILABLE,
     errors.RateLimited: HTTPStatus.TOO_MANY_REQUESTS,
 }
 

@@ -32,7 +32,7 @@ class AuditEntry(BaseModel):
 
     action: Action
     actor: Annotated[str, StringConstraints(min_length=1, max_length=256)]
-    subject: Token  # the primary subject, e.g. "flow:01J...": it picks the chain
+    subject: Token  # the primary subject, e.g. "flow:01J...": the by_subject index finds its events
     refs: dict[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,40}$")], Token] = Field(
         default_factory=dict, max_length=16
     )
@@ -114,9 +114,3 @@ def seal(entry: AuditEntry, chain_id: str, seq: int, prev_hash: str, at: datetim
         "prev_hash": prev_hash,
     }
     return AuditEvent(**fields, hash=event_hash(fields))
-
-
-def shard_for(subject: str, shards: int) -> str:
-    """The chain of a subject: its SHA-256 folded onto ``shards`` chains."""
-    digest = hashlib.sha256(subject.encode()).digest()
-    return f"chain-{int.from_bytes(digest[:8], 'big') % shards:03d}"

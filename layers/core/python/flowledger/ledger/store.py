@@ -2,8 +2,13 @@
 
 An audited write is one ``TransactWriteItems``: the caller's items plus the event, which is
 conditional on its position being free. Two writers can never take the same position (no fork),
-and a writer only ever extends the head it read (no gap). The head of each chain is cached per
-process, so a warm writer pays one request and no read.
+and a writer only ever extends the head it read (no gap).
+
+Chains belong to writers, not to subjects: each writer (a thread of a process) appends to the chain
+it last used and moves to another at random when a rival takes its position. Writers spread over
+the chains, so a warm writer's cached head is current: one request and no read per write. (Chains
+picked by subject would make every writer's cache stale under concurrency, and cost a failed write
+plus a head read on most appends.) A subject's events are found through the ``by_subject`` index.
 """
 
 from __future__ import annotations
@@ -13,13 +18,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
 from flowledger.errors import ConditionFailed, LedgerContention
 from flowledger.ledger.chain import GENESIS, Position
-from flowledger.ledger.events import AuditEntry, AuditEvent, seal, shard_for
+from flowledger.ledger.events import AuditEntry, AuditEvent, seal
 from flowledger.store import items
 from flowledger.store.paging import query_items
 
@@ -38,6 +43,22 @@ def to_item(event: AuditEvent) -> dict[str, Any]:
 def from_item(item: Mapping[str, Any]) -> AuditEvent:
     """The event stored in a DynamoDB item; raises if the item is not a well-formed event."""
     return AuditEvent.model_validate(items.from_item(item))
+
+
+class SubjectCursor(NamedTuple):
+    """Where a subject's next page of events starts: after this event."""
+
+    at: str
+    chain_id: str
+    seq: int
+
+    def key(self, subject: str) -> dict[str, Any]:
+        return {
+            "subject": {"S": subject},
+            "at": {"S": self.at},
+            "chain_id": {"S": self.chain_id},
+            "seq": {"N": str(self.seq)},
+        }
 
 
 class Ledger:
@@ -60,6 +81,7 @@ class Ledger:
         self._sleep = sleep
         self._heads: dict[str, Position] = {}
         self._lock = threading.Lock()
+        self._writer = threading.local()  # .chain: the chain this thread appends to
 
     def chain_ids(self) -> list[str]:
         return [f"chain-{n:03d}" for n in range(self.shards)]
@@ -71,7 +93,7 @@ class Ledger:
         :class:`LedgerContention` when the chain position stays contended; either way nothing
         is written.
         """
-        chain_id = shard_for(entry.subject, self.shards)
+        chain_id = self._writer_chain()
         for attempt in range(self._max_attempts):
             head = self._cached_head(chain_id)
             event = seal(entry, chain_id, head.seq + 1, head.hash, self._clock())
@@ -88,14 +110,29 @@ class Ledger:
                 if not self._contended(exc, len(domain_items)):
                     raise
                 self._forget(chain_id)
+                chain_id = self._move_writer(chain_id)
                 self._sleep(random.uniform(0, min(MAX_BACKOFF_SECONDS, BASE_BACKOFF_SECONDS * 2**attempt)))  # noqa: S311
                 continue
             self._remember(chain_id, Position(event.seq, event.hash))
             return event
         raise LedgerContention(
-            f"audit chain {chain_id} stayed contended after {self._max_attempts} attempts; "
+            f"the audit chains stayed contended after {self._max_attempts} attempts; "
             "nothing was written, retry the request"
         )
+
+    def _writer_chain(self) -> str:
+        chain_id: str | None = getattr(self._writer, "chain", None)
+        if chain_id is None:
+            chain_id = self._writer.chain = random.choice(self.chain_ids())  # noqa: S311 - load spreading
+        return chain_id
+
+    def _move_writer(self, lost: str) -> str:
+        """A rival took this writer's position: go to another chain (the lost one when it is the only one)."""
+        others = [chain_id for chain_id in self.chain_ids() if chain_id != lost] or [lost]
+        chain_id: str = random.choice(others)  # noqa: S311 - load spreading
+        self._writer.chain = chain_id
+        self._forget(chain_id)  # a head cached when this writer was last there is likely stale by now
+        return chain_id
 
     def _contended(self, exc: ClientError, domain_count: int) -> bool:
         """True when another writer took the position; raises if the caller's own condition failed."""
@@ -160,6 +197,61 @@ class Ledger:
             TableName=self._table, ConsistentRead=True, Key={"chain_id": {"S": chain_id}, "seq": {"N": str(seq)}}
         )
         return from_item(response["Item"]) if "Item" in response else None
+
+    def subject_page(
+        self, subject: str, limit: int, action: str | None, since: str | None, start: SubjectCursor | None
+    ) -> tuple[list[AuditEvent], SubjectCursor | None]:
+        """Up to ``limit`` of a subject's events in time order, and where the next page starts (None at the end)."""
+        condition = "subject = :subject" + (" AND #at >= :since" if since else "")
+        values: dict[str, Any] = {":subject": {"S": subject}}
+        names = {"#at": "at"} if since else {}
+        if since:
+            values[":since"] = {"S": since}
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "by_subject",
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "Limit": max(limit, 100),
+        }
+        if action:
+            names["#action"] = "action"
+            values[":action"] = {"S": action}
+            request["FilterExpression"] = "#action = :action"
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if start is not None:
+            request["ExclusiveStartKey"] = start.key(subject)
+        keys: list[dict[str, Any]] = []
+        cursor: SubjectCursor | None = None
+        for item in query_items(self._db, request):
+            if len(keys) == limit:
+                last = keys[-1]
+                cursor = SubjectCursor(last["at"]["S"], last["chain_id"]["S"], int(last["seq"]["N"]))
+                break
+            keys.append(item)
+        return self._events([(k["chain_id"]["S"], int(k["seq"]["N"])) for k in keys]), cursor
+
+    def _events(self, positions: list[tuple[str, int]]) -> list[AuditEvent]:
+        """The events at these positions, in the order given (BatchGetItem, 100 keys a request)."""
+        found: dict[tuple[str, int], AuditEvent] = {}
+        for start in range(0, len(positions), 100):
+            pending: dict[str, Any] = {
+                self._table: {
+                    "Keys": [
+                        {"chain_id": {"S": chain_id}, "seq": {"N": str(seq)}}
+                        for chain_id, seq in positions[start : start + 100]
+                    ],
+                    "ConsistentRead": True,
+                }
+            }
+            while pending:
+                response = self._db.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    event = from_item(item)
+                    found[(event.chain_id, event.seq)] = event
+                pending = response.get("UnprocessedKeys") or {}
+        return [found[position] for position in positions if position in found]
 
     def query_page(
         self, chain_id: str, after_seq: int, limit: int, filters: Mapping[str, str], since: str | None

@@ -20,6 +20,8 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from flowledger.local import moto_transactions
+
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -48,6 +50,7 @@ class LockedMotoServer:
     def start(self) -> str:
         # One access-log line per DynamoDB call drowns the dev server's own output.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        moto_transactions.install()
         app = SerializedWSGI(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)

@@ -1,20 +1,24 @@
 """The research backlog on DynamoDB: enqueue, atomic FIFO pull, complete, stale sweep, observability.
 
-Every status change is one transaction with its audit event. A pull reads the oldest pending
-candidates from the status index (eventually consistent), then flips one with a conditional
-update on the base table, moving to the next candidate when another consumer won it; candidates
-are tried oldest first, so each consumer's pulls are in FIFO order.
+Every status change is one transaction with its audit event. Unfiltered pulls go through the
+ticket queue (``tickets.py``): each consumer takes the next ticket atomically and flips that row,
+so consumers never race for the same row and each one's pulls follow enqueue order. A pull
+filtered by trigger type reads the oldest pending rows of that type from the status index and
+flips the first it wins. Exactly-once holds either way: a flip is conditional on the row being
+pending.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-from flowledger.errors import ConditionFailed, Conflict, NotFound
+from flowledger.errors import BacklogContention, ConditionFailed, Conflict, NotFound
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.research.health import loop_health
 from flowledger.research.models import (
@@ -25,6 +29,7 @@ from flowledger.research.models import (
     DeeperRequest,
     RecentFailure,
 )
+from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.paging import query_items
@@ -32,6 +37,7 @@ from flowledger.store.paging import query_items
 CANDIDATES_PER_QUERY = 8
 RECENT_WINDOW = timedelta(hours=24)
 RECENT_FAILURES_SHOWN = 10
+TICKET_ATTEMPTS = 12  # concurrent enqueues race for the next ticket number; each retry backs off
 
 
 def request_id_for(idempotency_key: str) -> str:
@@ -39,58 +45,103 @@ def request_id_for(idempotency_key: str) -> str:
     return "rq_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:26]
 
 
+# What a ticketed write builds for the ticket it is given: its audit entry, its own transaction
+# items (whose conditions decide the outcome) and the row as it will be stored.
+TicketedWrite = Callable[[int], tuple[AuditEntry, list[dict[str, Any]], BacklogRow]]
+
+
 class Backlog:
     def __init__(self, services: Services) -> None:
         self._s = services
         self._db = services.aws.dynamodb
         self._table = services.aws.table_name("backlog")
+        self._tickets = TicketQueue(self._db, services.aws.table_name("backlog_tickets"))
 
     # ---- producer ---------------------------------------------------------------------------------
 
     def enqueue(self, actor: str, body: DeeperRequest, strategy: str | None = None) -> tuple[BacklogRow, bool]:
         """Queue a deeper-research request; the same idempotency key returns the first row (False)."""
         request_id = request_id_for(body.idempotency_key)
-        row = BacklogRow(
-            request_id=request_id,
-            status=BacklogStatus.PENDING,
-            created_at=timestamp(self._s.clock()),
-            created_by=actor,
-            strategy=strategy,
-            **body.model_dump(exclude={"idempotency_key"}),
-        )
-        try:
-            self._s.ledger.append(
-                AuditEntry(
-                    action="reasoning.research.deeper_request_created",
-                    actor=actor,
-                    subject=f"backlog:{request_id}",
-                    payload={
-                        "trigger_type": body.trigger_type,
-                        "reason": body.reason.value,
-                        "dispatched_from_backlog": body.dispatched_from_backlog,
-                    },
-                ),
-                [
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": items.to_item(row.model_dump(mode="json")),
-                            "ConditionExpression": "attribute_not_exists(request_id)",
-                        }
-                    }
-                ],
+        now = timestamp(self._s.clock())
+
+        def write(ticket: int) -> tuple[AuditEntry, list[dict[str, Any]], BacklogRow]:
+            row = BacklogRow(
+                request_id=request_id,
+                status=BacklogStatus.PENDING,
+                created_at=now,
+                created_by=actor,
+                strategy=strategy,
+                ticket=ticket,
+                ticketed_at=now,
+                **body.model_dump(exclude={"idempotency_key"}),
             )
+            entry = AuditEntry(
+                action="reasoning.research.deeper_request_created",
+                actor=actor,
+                subject=f"backlog:{request_id}",
+                payload={
+                    "trigger_type": body.trigger_type,
+                    "reason": body.reason.value,
+                    "dispatched_from_backlog": body.dispatched_from_backlog,
+                },
+            )
+            put = {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _row_item(row),
+                    "ConditionExpression": "attribute_not_exists(request_id)",
+                }
+            }
+            return entry, [put], row
+
+        try:
+            return self._write_with_ticket(write), True
         except ConditionFailed:
             existing = self.get(request_id)
             if existing is None:  # pragma: no cover - a row is never deleted before its TTL
                 raise
             return existing, False
-        return row, True
+
+    def _write_with_ticket(self, write: TicketedWrite) -> BacklogRow:
+        """Run a write that puts a row in the queue, with the next ticket number; retried when another takes it."""
+        expires = int((self._s.clock() + timedelta(days=self._s.settings.backlog_retention_days)).timestamp())
+        for attempt in range(TICKET_ATTEMPTS):
+            issued, _ = self._tickets.counter()
+            entry, own, row = write(issued + 1)
+            try:
+                self._s.ledger.append(
+                    entry, [*own, *self._tickets.issue_items(issued, row.request_id, _row_item(row), expires)]
+                )
+            except ConditionFailed as failed:
+                if failed.index < len(own):
+                    raise
+                time.sleep(random.uniform(0, 0.002 * 2**attempt))  # noqa: S311 - jitter
+                continue
+            return row
+        raise BacklogContention("the backlog's ticket counter stayed contended; nothing was written, retry")
 
     # ---- consumer ---------------------------------------------------------------------------------
 
     def pull_next(self, actor: str, trigger_type: str | None = None, strategy: str | None = None) -> BacklogRow | None:
-        """Flip the oldest pending row (optionally of one trigger type) to dispatched, or None if none is left."""
+        """Flip the oldest pending row (optionally of one trigger type) to dispatched, or None if none is left.
+
+        With ``strategy``, critic rows queued under another strategy are left pending.
+        """
+        if trigger_type is not None:
+            return self._pull_oldest_of_type(actor, trigger_type, strategy)
+        while (ticket := self._tickets.take()) is not None:
+            copy = self._tickets.slot(ticket)
+            if copy is None:
+                continue  # its row was pulled by trigger type
+            row = BacklogRow.model_validate(items.from_item(copy))
+            if strategy and row.strategy not in (None, strategy):
+                continue  # left where it is; the stale sweep gives it a new ticket
+            pulled = self._dispatch(row, actor)
+            if pulled is not None:
+                return pulled
+        return None
+
+    def _pull_oldest_of_type(self, actor: str, trigger_type: str, strategy: str | None) -> BacklogRow | None:
         while True:
             candidates = self._oldest_pending(trigger_type, strategy)
             if not candidates:
@@ -152,12 +203,13 @@ class Backlog:
                                 ":actor": {"S": actor},
                             },
                         }
-                    }
+                    },
+                    *([self._tickets.release_item(candidate.ticket)] if candidate.ticket else []),
                 ],
             )
         except ConditionFailed:
             return None  # another consumer won it: try the next candidate
-        # The index holds the whole row, so the pulled row needs no second read.
+        # The slot and the index hold the whole row, so the pulled row needs no second read.
         return candidate.model_copy(
             update={"status": BacklogStatus.DISPATCHED, "dispatched_at": now, "dispatched_to": actor}
         )
@@ -243,10 +295,14 @@ class Backlog:
     # ---- lifecycle --------------------------------------------------------------------------------
 
     def sweep_stale(self) -> dict[str, int]:
-        """Dispatched rows older than the threshold go back to pending (retry + 1), or fail after the retries."""
+        """Dispatched rows older than the threshold go back to pending (retry + 1), or fail after the retries.
+
+        Pending rows whose ticket was taken long ago without a dispatch (a consumer died between the
+        two, or left a row of another critic strategy) get a new ticket at the back of the queue.
+        """
         settings = self._s.settings
         cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))
-        recovered = failed = 0
+        recovered = failed = requeued = 0
         for row in self._rows(BacklogStatus.DISPATCHED):
             if row.dispatched_at is None or row.dispatched_at >= cutoff:
                 continue
@@ -263,11 +319,21 @@ class Backlog:
                     )
                     failed += 1
                 else:
-                    self._recover(row)
+                    self._requeue(row, "recovered", retry_count=row.retry_count + 1)
                     recovered += 1
             except ConditionFailed:
                 continue  # completed meanwhile
-        result = {"recovered": recovered, "failed_after_retries": failed}
+        _, taken = self._tickets.counter()
+        for row in self._rows(BacklogStatus.PENDING):
+            stranded = row.ticket is None or (row.ticket <= taken and (row.ticketed_at or row.created_at) < cutoff)
+            if not stranded:
+                continue
+            try:
+                self._requeue(row, "requeued", retry_count=row.retry_count)
+                requeued += 1
+            except ConditionFailed:
+                continue  # dispatched meanwhile
+        result = {"recovered": recovered, "failed_after_retries": failed, "requeued": requeued}
         self._s.ledger.append(
             AuditEntry(
                 action="memory.job.backlog_stale_sweep.completed",
@@ -278,36 +344,58 @@ class Backlog:
         )
         return result
 
-    def _recover(self, row: BacklogRow) -> None:
-        self._s.ledger.append(
-            AuditEntry(
-                action="reasoning.research.backlog.recovered",
-                actor="system:backlog_stale_sweep",
-                subject=f"backlog:{row.request_id}",
-                payload={"retry_count": row.retry_count + 1},
-            ),
-            [
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": {"request_id": {"S": row.request_id}},
-                        "UpdateExpression": (
-                            "SET #s = :pending, retry_count = :retries REMOVE dispatched_at, dispatched_to"
-                        ),
-                        "ConditionExpression": "#s = :dispatched AND dispatched_at = :seen",
-                        "ExpressionAttributeNames": {"#s": "status"},
-                        "ExpressionAttributeValues": items.to_item(
-                            {
-                                ":pending": "pending",
-                                ":dispatched": "dispatched",
-                                ":retries": row.retry_count + 1,
-                                ":seen": row.dispatched_at,
-                            }
-                        ),
-                    }
+    def _requeue(self, seen: BacklogRow, action: str, retry_count: int) -> None:
+        """Put a row back at the back of the queue as pending, if it is still as ``seen``."""
+        now = timestamp(self._s.clock())
+        expected: dict[str, Any]
+        if seen.status is BacklogStatus.DISPATCHED:
+            condition, expected = "#s = :was AND dispatched_at = :seen", {":seen": seen.dispatched_at}
+        else:  # a pending row: unless someone dispatched it or gave it another ticket meanwhile
+            condition = "#s = :was AND " + ("ticket = :seen" if seen.ticket else "attribute_not_exists(ticket)")
+            expected = {":seen": seen.ticket} if seen.ticket else {}
+
+        def write(ticket: int) -> tuple[AuditEntry, list[dict[str, Any]], BacklogRow]:
+            row = seen.model_copy(
+                update={
+                    "status": BacklogStatus.PENDING,
+                    "retry_count": retry_count,
+                    "ticket": ticket,
+                    "ticketed_at": now,
+                    "dispatched_at": None,
+                    "dispatched_to": None,
                 }
-            ],
-        )
+            )
+            entry = AuditEntry(
+                action=f"reasoning.research.backlog.{action}",
+                actor="system:backlog_stale_sweep",
+                subject=f"backlog:{seen.request_id}",
+                payload={"retry_count": retry_count},
+            )
+            update = {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": {"request_id": {"S": seen.request_id}},
+                    "UpdateExpression": (
+                        "SET #s = :pending, retry_count = :retries, ticket = :ticket, ticketed_at = :now"
+                        " REMOVE dispatched_at, dispatched_to"
+                    ),
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeNames": {"#s": "status"},
+                    "ExpressionAttributeValues": items.to_item(
+                        {
+                            ":pending": "pending",
+                            ":was": seen.status.value,
+                            ":retries": retry_count,
+                            ":ticket": ticket,
+                            ":now": now,
+                            **expected,
+                        }
+                    ),
+                }
+            }
+            return entry, [update], row
+
+        self._write_with_ticket(write)
 
     # ---- reads ------------------------------------------------------------------------------------
 
@@ -383,3 +471,7 @@ class Backlog:
             )
         )
         return view
+
+
+def _row_item(row: BacklogRow) -> dict[str, Any]:
+    return items.to_item(row.model_dump(mode="json", exclude_none=True))

@@ -64,6 +64,8 @@ class BacklogRow(BaseModel):
     created_by: str
     strategy: str | None = None
     retry_count: int = 0
+    ticket: int | None = Field(None, description="the row's place in the queue while it is pending")
+    ticketed_at: str | None = None
     dispatched_at: str | None = None
     dispatched_to: str | None = None
     completed_at: str | None = None
