@@ -20,15 +20,19 @@ from infra.constructs.layers import Layers
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
     "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",)),
-    "reasoning": DataAccess(write_tables=("flows", "steps", "consents", "rate_limits", "ledger"), seal_fields=True),
+    "reasoning": DataAccess(
+        write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways"),
+        read_buckets=("artifacts",),  # pathway snapshots
+        seal_fields=True,
+    ),
     "research": DataAccess(write_tables=("backlog", "backlog_tickets", "claims_review", "ledger")),
 }
 CHAT_ACCESS = DataAccess(read_tables=("knowledge",), write_tables=("runs",), read_buckets=("documents",))
 JOBS_ACCESS = DataAccess(
     read_tables=("steps",),
-    write_tables=("ledger", "flows", "backlog", "backlog_tickets", "claims_review"),
-    read_buckets=("checkpoints",),
-    write_buckets=("checkpoints",),
+    write_tables=("ledger", "flows", "backlog", "backlog_tickets", "claims_review", "pathways"),
+    read_buckets=("checkpoints", "artifacts"),
+    write_buckets=("checkpoints", "artifacts"),
 )
 
 

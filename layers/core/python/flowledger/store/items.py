@@ -24,6 +24,8 @@ def to_attr(value: Any) -> dict[str, Any]:
         return {"N": repr(value)}
     if isinstance(value, str):
         return {"S": value}
+    if isinstance(value, bytes):
+        return {"B": value}
     if isinstance(value, Mapping):
         return {"M": {str(k): to_attr(v) for k, v in value.items()}}
     if isinstance(value, list | tuple):
@@ -39,7 +41,7 @@ def from_attr(attribute: Mapping[str, Any]) -> Any:
         return bool(inner)
     if kind == "N":
         return float(inner) if any(c in inner for c in ".eE") else int(inner)
-    if kind == "S":
+    if kind in ("S", "B"):
         return inner
     if kind == "M":
         return {k: from_attr(v) for k, v in inner.items()}

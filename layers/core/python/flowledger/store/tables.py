@@ -88,12 +88,19 @@ TABLES: tuple[TableSpec, ...] = (
         # Chains belong to writers, so a subject's events are found here: keys and action only.
         indexes=(Index("by_subject", Key("subject"), Key("at"), include=("action",)),),
     ),
-    TableSpec("pathways", Key("pathway_id"), indexes=(Index("by_trigger_type", Key("trigger_type"), _CREATED),)),
     TableSpec(
         "backlog", Key("request_id"), indexes=(Index("by_status", Key("status"), _CREATED),), ttl_attribute="expires_at"
     ),
     # The backlog's ticket queue: item 0 counts tickets issued and taken, items 1.. are slots.
     TableSpec("backlog_tickets", Key("ticket", "N"), ttl_attribute="expires_at"),
+    TableSpec(
+        "pathways",
+        Key("pathway_id"),
+        indexes=(
+            # What changed in a trigger family since a matcher snapshot was taken (keys only).
+            Index("by_family_changed", Key("trigger_type"), Key("changed_at"), include=()),
+        ),
+    ),
     TableSpec("claims_review", Key("claim_id"), indexes=(Index("by_status", Key("status"), _CREATED),)),
     TableSpec("knowledge", Key("pk"), Key("sk")),
     TableSpec("rate_limits", Key("key"), Key("window"), ttl_attribute="expires_at"),

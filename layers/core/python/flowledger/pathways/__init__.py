@@ -1,0 +1,1 @@
+"""The pathway library: extraction, matching, embeddings, backfill, decay, stats, comparison."""

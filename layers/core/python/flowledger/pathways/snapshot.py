@@ -1,0 +1,127 @@
+"""Versioned matrix snapshots of a trigger family's active pathways, published to S3.
+
+One object per version: a magic line, a 4-byte header length, a JSON header (ids, refs, hit
+counts, family aggregates) and the float32 matrix, row-major, little-endian, unit-length rows
+(zeros for a pathway without a vector of the snapshot's model). A small ``latest.json`` beside the
+versions names the current one, so a matcher checks one tiny object to learn whether to reload.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flowledger.pathways.radar import HIGH_HITS
+
+if TYPE_CHECKING:  # numpy loads with the first snapshot, not with the function
+    import numpy as np
+
+MAGIC = b"FLPS1\n"
+PREFIX = "pathways/snapshots"
+
+
+@dataclass
+class SnapshotRows:
+    """What a snapshot holds, before encoding (plain Python: the backfill job builds it)."""
+
+    model: str
+    trigger_type: str
+    dims: int
+    ids: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+    hit_counts: list[int] = field(default_factory=list)
+    last_activity: list[str] = field(default_factory=list)
+    vectors: list[bytes | None] = field(default_factory=list)  # packed float32, or None
+
+
+def snapshot_key(model: str, trigger_type: str, version: str) -> str:
+    return f"{PREFIX}/{model}/{trigger_type}/{version}.bin"
+
+
+def pointer_key(model: str, trigger_type: str) -> str:
+    return f"{PREFIX}/{model}/{trigger_type}/latest.json"
+
+
+def encode(rows: SnapshotRows, version: str, created_at: str) -> bytes:
+    """The snapshot object's bytes."""
+    header = {
+        "version": version,
+        "created_at": created_at,
+        "model": rows.model,
+        "trigger_type": rows.trigger_type,
+        "dims": rows.dims,
+        "ids": rows.ids,
+        "refs": rows.refs,
+        "hit_counts": rows.hit_counts,
+        "last_activity": rows.last_activity,
+        "embedded": [vector is not None for vector in rows.vectors],
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    # Pad the header so the matrix starts on a 64-byte boundary: numpy's fast product needs aligned rows.
+    head += b" " * (-(len(MAGIC) + 4 + len(head)) % 64)
+    zeros = bytes(4 * rows.dims)
+    body = b"".join(_unit(vector, rows.dims) if vector is not None else zeros for vector in rows.vectors)
+    return MAGIC + struct.pack("<I", len(head)) + head + body
+
+
+def _unit(packed: bytes, dims: int) -> bytes:
+    values = struct.unpack(f"<{dims}f", packed)
+    norm = sum(v * v for v in values) ** 0.5
+    return struct.pack(f"<{dims}f", *(v / norm for v in values)) if norm else packed
+
+
+def decode(blob: bytes) -> tuple[dict[str, Any], np.ndarray]:
+    """The header and the matrix (a read-only view over ``blob``, no copy)."""
+    import numpy as np
+
+    if not blob.startswith(MAGIC):
+        raise ValueError("not a pathway snapshot")
+    (length,) = struct.unpack_from("<I", blob, len(MAGIC))
+    start = len(MAGIC) + 4
+    header = json.loads(blob[start : start + length])
+    count, dims = len(header["ids"]), header["dims"]
+    matrix = np.frombuffer(blob, dtype="<f4", count=count * dims, offset=start + length).reshape(count, dims)
+    return header, matrix
+
+
+class SnapshotStore:
+    """Snapshots in the artifacts bucket."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    def publish(self, rows: SnapshotRows, version: str, created_at: str) -> str:
+        """Write a version, then point ``latest.json`` at it (with the family's aggregates for the radar)."""
+        key = snapshot_key(rows.model, rows.trigger_type, version)
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode(rows, version, created_at))
+        pointer = {
+            "version": version,
+            "key": key,
+            "created_at": created_at,
+            "count": len(rows.ids),
+            "active": len(rows.ids),
+            "high_hits": sum(1 for hits in rows.hit_counts if hits >= HIGH_HITS),
+            "latest_activity": max(rows.last_activity, default=None),
+        }
+        self._s3.put_object(
+            Bucket=self._bucket,
+            Key=pointer_key(rows.model, rows.trigger_type),
+            Body=json.dumps(pointer).encode(),
+            ContentType="application/json",
+        )
+        return key
+
+    def pointer(self, model: str, trigger_type: str) -> dict[str, Any] | None:
+        try:
+            body = self._s3.get_object(Bucket=self._bucket, Key=pointer_key(model, trigger_type))["Body"].read()
+        except self._s3.exceptions.NoSuchKey:
+            return None
+        pointer: dict[str, Any] = json.loads(body)
+        return pointer
+
+    def read(self, key: str) -> bytes:
+        body: bytes = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        return body

@@ -1,0 +1,87 @@
+"""Pathways on DynamoDB: one item per pathway, its vector a float32 binary attribute."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from flowledger.pathways.models import Pathway
+from flowledger.store import items
+from flowledger.store.paging import query_items
+
+BATCH_GET = 100
+
+
+def pathway_id_for(seed_flow_id: str) -> str:
+    """One flow seeds at most one pathway: its id derives from the flow's."""
+    return "pw_" + hashlib.sha256(seed_flow_id.encode()).hexdigest()[:26]
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def unpack_vector(blob: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
+
+
+def to_pathway(item: dict[str, Any]) -> tuple[Pathway, bytes | None]:
+    """A stored item as a pathway and its packed vector (None when not embedded)."""
+    values = items.from_item(item)
+    vector = values.pop("embedding", None)
+    return Pathway.model_validate(values), vector
+
+
+class PathwayStore:
+    def __init__(self, dynamodb: Any, table_name: str) -> None:
+        self._db = dynamodb
+        self.table = table_name
+
+    def get(self, pathway_id: str) -> tuple[Pathway, bytes | None] | None:
+        item = self._db.get_item(TableName=self.table, Key=_key(pathway_id), ConsistentRead=True).get("Item")
+        return to_pathway(item) if item else None
+
+    def get_many(self, pathway_ids: Iterable[str]) -> dict[str, tuple[Pathway, bytes | None]]:
+        """The stored pathways among these ids (BatchGetItem, strongly consistent)."""
+        wanted = list(dict.fromkeys(pathway_ids))
+        found: dict[str, tuple[Pathway, bytes | None]] = {}
+        for start in range(0, len(wanted), BATCH_GET):
+            pending: dict[str, Any] = {
+                self.table: {"Keys": [_key(p) for p in wanted[start : start + BATCH_GET]], "ConsistentRead": True}
+            }
+            while pending:
+                response = self._db.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    pathway, vector = to_pathway(item)
+                    found[pathway.pathway_id] = (pathway, vector)
+                pending = response.get("UnprocessedKeys") or {}
+        return found
+
+    def scan(self, segment: int = 0, segments: int = 1) -> Iterator[dict[str, Any]]:
+        """Every stored item (one segment of a parallel scan), page by page."""
+        request: dict[str, Any] = {"TableName": self.table, "Segment": segment, "TotalSegments": segments}
+        while True:
+            response = self._db.scan(**request)
+            yield from response.get("Items", [])
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def changed_since(self, trigger_type: str, since: str) -> list[str]:
+        """Ids of a family's pathways changed after ``since`` (created, hit, embedded or demoted)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_family_changed",
+            "KeyConditionExpression": "trigger_type = :t",
+            "ExpressionAttributeValues": {":t": {"S": trigger_type}},
+        }
+        if since:  # without a snapshot, the whole family has "changed"
+            request["KeyConditionExpression"] += " AND changed_at > :since"
+            request["ExpressionAttributeValues"][":since"] = {"S": since}
+        return [item["pathway_id"]["S"] for item in query_items(self._db, request)]
+
+
+def _key(pathway_id: str) -> dict[str, Any]:
+    return {"pathway_id": {"S": pathway_id}}

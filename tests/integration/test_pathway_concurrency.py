@@ -1,0 +1,68 @@
+"""16 writers at once on the locked moto server: one pathway per flow, and every hit counted."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from flowledger.config import load_settings
+from flowledger.local.devserver import EMBEDDED_CREDENTIALS
+from flowledger.pathways.extraction import PathwayExtractor
+from flowledger.pathways.library import PathwayLibrary
+from flowledger.reasoning.dimensions import compute_dimensions
+from flowledger.reasoning.models import FlowView, Outcome
+from flowledger.services import build_services
+from flowledger.store.provision import create_table
+from flowledger.store.tables import table_spec
+
+WRITERS = 16
+FLOW = FlowView(
+    flow_id="fl_01JCONCURRENTEXTRACTION000",
+    trigger_type="user_question",
+    trigger_ref="chat/q-1",
+    trigger_summary="A question about a lab trend",
+    flow_state="completed",
+    created_by="agent-researcher",
+    created_at="2026-11-30T09:00:00.000000Z",
+    closed_at="2026-11-30T09:01:00.000000Z",
+    step_count=1,
+    outcome=Outcome(type="claim_created", summary="Created a claim", confidence=0.97),
+    patient_safe_summary=True,
+    dimensions_snapshot=compute_dimensions([], 0.97, aborted=False, summaries_safe=True),
+)
+STEPS = [{"step_kind": "retrieval", "confidence": 0.95}]
+
+
+@pytest.mark.usefixtures("clean_environment")
+def test_sixteen_extractions_of_one_flow_make_one_pathway_and_sixteen_hits_count_sixteen(locked_moto: str) -> None:
+    settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="pathwayconc")
+    setup = build_services(settings, EMBEDDED_CREDENTIALS)
+    for table in ("pathways", "ledger"):
+        create_table(setup.aws, table_spec(table))
+    start = threading.Barrier(WRITERS)
+
+    def extract(number: int) -> bool:
+        services = build_services(settings, EMBEDDED_CREDENTIALS)  # its own client and head cache
+        start.wait()
+        return PathwayExtractor(services).extract(FLOW, STEPS, f"writer:{number}").created
+
+    with ThreadPoolExecutor(WRITERS) as pool:
+        created = list(pool.map(extract, range(WRITERS)))
+    assert created.count(True) == 1
+    pathway_ids = [item["pathway_id"]["S"] for item in PathwayLibrary(setup).store.scan()]
+    assert len(pathway_ids) == 1
+    ledger = setup.ledger
+    actions = [e.action for c in ledger.chain_ids() for e in ledger.read_chain(c)]
+    assert actions.count("reasoning.pathway.extracted") == 1
+    assert actions.count("reasoning.pathway.skipped") == WRITERS - 1
+
+    def hit(number: int) -> None:
+        services = build_services(settings, EMBEDDED_CREDENTIALS)
+        start.wait()
+        PathwayLibrary(services).hit(f"arn:aws:iam::1:role/op-{number}", pathway_ids[0])
+
+    with ThreadPoolExecutor(WRITERS) as pool:
+        list(pool.map(hit, range(WRITERS)))
+    assert PathwayLibrary(setup).view(pathway_ids[0]).hit_count == WRITERS

@@ -1,0 +1,72 @@
+"""Pathway embeddings: re-embedding on a model change (OpenAI adapter on a scripted server) and the
+local all-MiniLM-L6-v2 adapter giving real semantic matches offline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowledger.config import load_settings
+from flowledger.jobs import run_job
+from flowledger.llm.embeddings import MiniLMEmbedding, cosine, pathway_embeddings_for
+from flowledger.pathways.extraction import PathwayExtractor
+from flowledger.pathways.library import PathwayLibrary
+from flowledger.pathways.matcher import _CACHE
+from flowledger.reasoning.dimensions import compute_dimensions
+from flowledger.reasoning.models import FlowView, Outcome
+from flowledger.services import Services
+
+
+def seed(services: Services, refs: list[str]) -> None:
+    for n, ref in enumerate(refs):
+        flow = FlowView(
+            flow_id=f"fl_01JEMBEDDINGS{n:013d}",
+            trigger_type="user_question",
+            trigger_ref=ref,
+            trigger_summary="A question",
+            flow_state="completed",
+            created_by="agent",
+            created_at="2026-11-30T09:00:00.000000Z",
+            step_count=1,
+            outcome=Outcome(type="claim_created", summary="Created a claim", confidence=0.97),
+            patient_safe_summary=True,
+            dimensions_snapshot=compute_dimensions([], 0.97, aborted=False, summaries_safe=True),
+        )
+        assert (
+            PathwayExtractor(services).extract(flow, [{"step_kind": "retrieval", "confidence": 0.95}], "agent").created
+        )
+
+
+def with_model(services: Services, **settings: Any) -> Services:
+    return Services(settings=load_settings(**settings), aws=services.aws, clock=services.clock)
+
+
+def test_a_model_change_re_embeds_every_pathway_once(services: Services, scripted_openai: Any) -> None:
+    _CACHE.rankers.clear()
+    seed(services, ["chat/one", "chat/two", "chat/three"])
+    assert run_job("pathway_embedding_backfill", services)["embedded"] == 3
+    openai = with_model(
+        services, pathway_embedding_model="openai_text_3_small", openai_base_url=scripted_openai.base_url
+    )
+    assert run_job("pathway_embedding_backfill", openai)["embedded"] == 3
+    assert run_job("pathway_embedding_backfill", openai)["embedded"] == 0
+    assert {request["dimensions"] for request in scripted_openai.requests} == {128}
+    stats = PathwayLibrary(openai).stats()
+    assert stats.by_model == {"openai_text_3_small": 3} and stats.embedded == 3
+    result = PathwayLibrary(openai).match("user:op", "user_question", "chat/one", 3)
+    assert result.query_model == "openai_text_3_small" and result.candidates[0].reason == "exact_ref+semantic"
+
+
+def test_minilm_matches_by_meaning_offline(services: Services) -> None:
+    _CACHE.rankers.clear()
+    model = pathway_embeddings_for(load_settings(pathway_embedding_model="minilm_l6_v2"))
+    assert isinstance(model, MiniLMEmbedding)
+    angina, dyspnea, taxes = model.embed(
+        ["chest pain on exertion", "angina with shortness of breath", "filing a late tax return"]
+    )
+    assert len(angina) == 384 and cosine(angina, dyspnea) > cosine(angina, taxes) + 0.2
+    minilm = with_model(services, pathway_embedding_model="minilm_l6_v2")
+    seed(minilm, ["angina with shortness of breath", "filing a late tax return"])
+    assert run_job("pathway_embedding_backfill", minilm)["embedded"] == 2
+    ranked = PathwayLibrary(minilm).match("user:op", "user_question", "chest pain on exertion", 2).candidates
+    assert [c.pathway.trigger_ref for c in ranked] == ["angina with shortness of breath", "filing a late tax return"]
+    assert all(c.reason == "trigger_type_only+semantic" for c in ranked) and ranked[0].score > ranked[1].score
