@@ -33,6 +33,7 @@ DIMS = 128
 SIZES = (2_000, 20_000, 100_000)
 QUERIES = 200
 TOP = 10
+SCANNED = 10_000  # a scan on moto takes ~3 ms per item: 100k would take five minutes
 SEED_DIMENSIONS = items.to_item(compute_dimensions([], 0.95, aborted=False, summaries_safe=True).model_dump())
 
 
@@ -78,15 +79,15 @@ def warm(rows: SnapshotRows, matrix: np.ndarray) -> tuple[float, float, float, b
     for q in queries[:50]:
         got = [r.pathway_id for r in ranker.rank(q, "elsewhere", TOP)]
         # The exact ranking: every candidate's composite score (all trigger_type_only + semantic here).
-        composite = 0.3 * 0.3 + 0.7 * np.maximum(matrix @ q, 0)
-        exact = sorted(range(len(rows.ids)), key=lambda i: (-round(float(composite[i]), 6), -rows.hit_counts[i], rows.ids[i]))
+        composite = 0.3 * 0.3 + 0.7 * np.maximum((matrix @ q).astype(np.float64), 0)
+        exact = sorted(range(len(rows.ids)), key=lambda i: (-composite[i], -rows.hit_counts[i], rows.ids[i]))
         same_exact &= got == [rows.ids[i] for i in exact[:TOP]]
         _, found = index.search(q.reshape(1, -1), TOP)
         same_faiss &= got == [rows.ids[i] for i in found[0]]
     return ours, plain, flat, same_exact, same_faiss
 
 
-def cold(endpoint: str, rows: SnapshotRows) -> tuple[float, float]:
+def cold(endpoint: str, rows: SnapshotRows, scanned: int) -> tuple[float, float]:
     settings = load_settings(aws_endpoint_url=endpoint, resource_prefix=f"pwbench{int(time.time())}")
     services = build_services(settings, EMBEDDED_CREDENTIALS)
     provision_all(services.aws, settings.aws_region, settings.data_key_id)
@@ -94,9 +95,9 @@ def cold(endpoint: str, rows: SnapshotRows) -> tuple[float, float]:
     snapshots.publish(rows, "v1", "2026-11-30T00:00:00.000000Z")
     store = PathwayStore(services.aws.dynamodb, services.aws.table_name("pathways"))
     table = store.table
-    for start in range(0, len(rows.ids), 25):
+    for start in range(0, scanned, 25):
         batch = []
-        for i in range(start, min(start + 25, len(rows.ids))):
+        for i in range(start, min(start + 25, scanned)):
             batch.append(
                 {
                     "PutRequest": {
@@ -133,31 +134,37 @@ def cold(endpoint: str, rows: SnapshotRows) -> tuple[float, float]:
     vectors = [struct.unpack(f"<{DIMS}f", vector) for _, vector in (to_pathway(i) for i in store.scan()) if vector]
     np.asarray(vectors, dtype=np.float32)
     from_scan = time.perf_counter() - began
-    assert len(vectors) == len(rows.ids)
+    assert len(vectors) == scanned
     return from_snapshot, from_scan
 
 
 def main() -> int:
     print(f"pathway matching, {DIMS}-dim float32, top {TOP}, median of {QUERIES} queries (microseconds)")
-    print(f"{'pathways':>9} {'flowledger':>11} {'numpy scan':>11} {'faiss flat':>11} {'ratio':>6} {'top-10 = exact':>15} {'= faiss':>8}")
+    print(
+        f"{'pathways':>9} {'flowledger':>11} {'numpy scan':>11} {'faiss flat':>11} {'ratio':>6} "
+        f"{'top-10 = exact':>15} {'= faiss':>8}"
+    )
     met = True
     for n in SIZES:
         rows, matrix = family(n)
         ours, plain, flat, same_exact, same_faiss = warm(rows, matrix)
         ratio = ours / plain
         met &= ratio <= 1.2 and same_exact
-        print(f"{n:>9,} {ours:>11.0f} {plain:>11.0f} {flat:>11.0f} {ratio:>6.2f} {str(same_exact):>15} {str(same_faiss):>8}")
+        print(f"{n:>9,} {ours:>11.0f} {plain:>11.0f} {flat:>11.0f} {ratio:>6.2f} {same_exact!s:>15} {same_faiss!s:>8}")
     print("target: median <= 1.2x the numpy scan, top 10 identical to the exact ranking")
     server = LockedMotoServer()
     endpoint = server.start()
     try:
         rows, _ = family(SIZES[-1])
-        from_snapshot, from_scan = cold(endpoint, rows)
+        from_snapshot, from_scan = cold(endpoint, rows, SCANNED)
     finally:
         server.stop()
+    scan_100k = from_scan * SIZES[-1] / SCANNED
+    print(f"cold load of {SIZES[-1]:,} pathways from the snapshot (pointer + object + index): {from_snapshot:.2f} s")
     print(
-        f"cold load of {SIZES[-1]:,} pathways: snapshot {from_snapshot:.2f} s, DynamoDB scan {from_scan:.2f} s "
-        f"(snapshot is {from_scan / from_snapshot:.0f}x faster); target <= 1 s from the snapshot"
+        f"DynamoDB scan of {SCANNED:,} of the same items on the same server: {from_scan:.2f} s -> "
+        f"{scan_100k:.0f} s for {SIZES[-1]:,} at that rate (a scan is linear in the items); "
+        f"snapshot : scan = 1 : {scan_100k / from_snapshot:.0f}; target <= 1 s from the snapshot"
     )
     met &= from_snapshot <= 1.0
     return 0 if met else 1

@@ -152,6 +152,21 @@ def test_an_agent_records_over_http_and_the_patient_reads_it(server: Any) -> Non
     assert [s["summary"] for s in narrative["steps"]] == ["Retrieved three passages", "Checked the claim"]
 
 
+def test_the_recorded_flow_became_a_pathway_that_matches_and_counts_a_reuse(server: Any) -> None:
+    # The flow above closed with every confidence >= 0.9 and a recommendation: it seeded a pathway.
+    backfill = server.cli("jobs", "run", "pathway_embedding_backfill", "--data-dir", str(server.data_dir.path))
+    assert backfill.returncode == 0, backfill.stderr
+    path = "/admin/v1/reasoning/pathways/match?trigger_type=user_question&trigger_ref=e2e/1"
+    found = httpx.get(f"{server.base_url}{path}", headers=signed_headers(server, "GET", path)).json()
+    best = found["candidates"][0]
+    assert (best["reason"], best["pathway"]["trigger_ref"]) == ("exact_ref+semantic", "e2e/1")
+    hit = f"/admin/v1/reasoning/pathways/{best['pathway']['pathway_id']}/hit"
+    assert httpx.post(f"{server.base_url}{hit}", headers=signed_headers(server, "POST", hit)).json()["hit_count"] == 1
+    inspect = server.cli("pathways", "inspect", "--data-dir", str(server.data_dir.path))
+    assert inspect.returncode == 0, inspect.stderr
+    assert "1 active, 1 embedded" in inspect.stdout and "user_question" in inspect.stdout
+
+
 def test_chat_streams_over_http_and_the_cli_prints_the_answer(server: Any) -> None:
     bearer = token(server, "--sub", "chat-user", "--scopes", "chat")
     kinds = []

@@ -283,3 +283,17 @@ def test_every_pathway_route_needs_an_iam_principal(call: Call) -> None:
         "GET", "/admin/v1/reasoning/pathways/match", admin=False, trigger_type="user_question", trigger_ref="x"
     )
     assert status == 403
+
+
+@pytest.mark.usefixtures("clock")
+def test_a_failing_extraction_never_fails_the_close(
+    call: Call, services: Services, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*_: Any) -> None:
+        raise RuntimeError("the pathways table is unreachable")
+
+    monkeypatch.setattr("flowledger.pathways.extraction.PathwayExtractor.extract", broken)
+    _, closed = flow(call, "chat/q-1")
+    assert closed["flow_state"] == "completed"
+    assert events(services, "reasoning.pathway.extracted") == []
+    assert "reasoning.pathway.extraction_failed" in capsys.readouterr().out  # the EMF metric

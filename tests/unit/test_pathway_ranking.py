@@ -73,15 +73,15 @@ def _exact(header: dict, matrix: np.ndarray, query: np.ndarray, ref: str, limit:
         base, reason = structural("user_question", ref, "user_question", header["refs"][i])
         cosine = float(cosines[i]) if header["embedded"][i] else None
         score, reason = composite(base, reason, cosine)
-        rows.append((round(score, 6), header["hit_counts"][i], pathway_id, reason))
+        rows.append((score, header["hit_counts"][i], pathway_id, reason))
     for pathway_id, change in overrides.items():
         if change.active:
             base, reason = structural("user_question", ref, "user_question", change.trigger_ref)
             cosine = float(np.asarray(change.vector, np.float32) @ query) if change.vector is not None else None
             score, reason = composite(base, reason, cosine)
-            rows.append((round(score, 6), change.hit_count, pathway_id, reason))
+            rows.append((score, change.hit_count, pathway_id, reason))
     rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
-    return [(r[2], r[0], r[3]) for r in rows[:limit]]
+    return [(r[2], round(r[0], 6), r[3]) for r in rows[:limit]]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -92,7 +92,7 @@ def test_the_ranker_returns_exactly_the_exact_ranking(seed: int) -> None:
     query = rng.normal(size=16).astype(np.float32)
     query /= np.linalg.norm(query)
     ref = random.Random(seed).choice(header["refs"])  # type: ignore[arg-type]
-    got = [(r.pathway_id, r.score, r.reason) for r in ranker.rank(query, ref, 10)]
+    got = [(r.pathway_id, round(r.score, 6), r.reason) for r in ranker.rank(query, ref, 10)]
     assert got == _exact(header, matrix, query, ref, 10)
 
 
@@ -107,7 +107,7 @@ def test_changes_since_the_snapshot_override_its_rows_and_demoted_ones_drop_out(
         boosted: Override("nowhere", 99, query.tolist(), active=True),
         "pw_new": Override("nowhere", 0, None, active=True),
     }
-    got = [(r.pathway_id, r.score, r.reason) for r in ranker.rank(query, "nowhere", 10, overrides)]
+    got = [(r.pathway_id, round(r.score, 6), r.reason) for r in ranker.rank(query, "nowhere", 10, overrides)]
     assert got == _exact(header, matrix, query, "nowhere", 10, overrides)
     assert demoted not in [g[0] for g in got] and got[0][0] == boosted
 
@@ -116,7 +116,7 @@ def test_when_few_candidates_are_similar_ties_go_to_the_most_hit() -> None:
     header, matrix = _family(300, 3, unembedded=0.0)
     ranker = Ranker(header, matrix)
     query = -matrix[0]  # opposite to one row: most cosines are small or negative
-    got = [(r.pathway_id, r.score, r.reason) for r in ranker.rank(query, "nowhere", 25)]
+    got = [(r.pathway_id, round(r.score, 6), r.reason) for r in ranker.rank(query, "nowhere", 25)]
     assert got == _exact(header, matrix, query, "nowhere", 25)
 
 

@@ -117,7 +117,7 @@ class PathwayMatcher:
             pathway, _ = stored[r.pathway_id]
             if not pathway.active:
                 continue  # demoted after the snapshot and before the change was seen
-            out.append(Candidate(pathway=view_of(pathway, now), score=r.score, reason=r.reason))
+            out.append(Candidate(pathway=view_of(pathway, now), score=round(r.score, 6), reason=r.reason))
         return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,8 +47,7 @@ def composite(structural_score: float, reason: str, cosine: float | None) -> tup
     return STRUCTURAL_WEIGHT * structural_score + SEMANTIC_WEIGHT * max(0.0, cosine), reason + "+semantic"
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
     pathway_id: str
     score: float
     reason: str
@@ -86,8 +85,13 @@ class Ranker:
         for row, ref in enumerate(self.refs):
             self._rows_by_ref.setdefault(ref, []).append(row)
         self._sorted_refs = sorted(self._rows_by_ref)
+        self._ref_lengths = sorted({len(ref) for ref in self._rows_by_ref})
         by_hits = np.argsort(-self.hits, kind="stable")
         self._embedded = embedded
+        # Plain lists too: the per-candidate work reads single rows, which lists serve faster.
+        self._embedded_list: list[bool] = embedded.tolist()
+        self._hits_list: list[int] = self.hits.tolist()
+        self._unembedded_count = int((~embedded).sum())
         self._unembedded_by_hits = by_hits[~embedded[by_hits]]
         self._embedded_by_hits = by_hits[embedded[by_hits]]
 
@@ -97,13 +101,17 @@ class Ranker:
     def _special_rows(self, query_ref: str) -> set[int]:
         """Rows whose ref equals the query's or is a prefix of it, or that the query's ref prefixes."""
         rows: set[int] = set()
-        for end in range(1, len(query_ref) + 1):
-            rows.update(self._rows_by_ref.get(query_ref[:end], ()))
-        start = bisect.bisect_left(self._sorted_refs, query_ref)
-        for ref in self._sorted_refs[start:]:
-            if not ref.startswith(query_ref):
+        for length in self._ref_lengths:  # only the lengths some stored ref has
+            if length > len(query_ref):
                 break
-            rows.update(self._rows_by_ref[ref])
+            found = self._rows_by_ref.get(query_ref[:length])
+            if found:
+                rows.update(found)
+        refs = self._sorted_refs
+        position = bisect.bisect_left(refs, query_ref)
+        while position < len(refs) and refs[position].startswith(query_ref):
+            rows.update(self._rows_by_ref[refs[position]])
+            position += 1
         return rows
 
     def rank(
@@ -119,24 +127,35 @@ class Ranker:
         overrides = overrides or {}
         skipped = {self.row_of[p] for p in overrides if p in self.row_of}
         width = limit + len(skipped)
-        shortlist: set[int] = set(self._special_rows(query_ref))
-        shortlist.update(self._unembedded_by_hits[:width].tolist())
+        shortlist: set[int] = self._special_rows(query_ref)
+        if self._unembedded_count:
+            shortlist.update(self._unembedded_by_hits[:width].tolist())
+        known: dict[int, float] = {}  # row -> cosine, for the rows the partition already picked
         cosines: np.ndarray | None = None
-        if query is not None and len(self.ids):
+        if query is not None and self.ids:
             cosines = self.matrix @ query
-            best = np.argpartition(-cosines, width)[:width] if width < len(cosines) else np.arange(len(cosines))
-            shortlist.update(best[self._embedded[best]].tolist())
-            if np.min(cosines[best]) <= 0.0:
+            count = len(cosines)
+            best = np.argpartition(cosines, count - width)[count - width :] if width < count else np.arange(count)
+            known = dict(zip(best.tolist(), cosines[best].tolist(), strict=True))
+            if min(known.values()) <= 0.0:
                 # Fewer than `width` candidates have a positive cosine: the rest all score the same
                 # and rank by hit count.
                 clipped = self._embedded_by_hits[cosines[self._embedded_by_hits] <= 0.0]
                 shortlist.update(clipped[:width].tolist())
+            embedded = self._embedded_list
+            shortlist.update(row for row in known if embedded[row])
         else:
             shortlist.update(self._embedded_by_hits[:width].tolist())
-        scored: list[Ranked] = []
-        for row in shortlist - skipped:
-            cosine = float(cosines[row]) if cosines is not None and self._embedded[row] else None
-            scored.append(self._ranked(self.ids[row], self.refs[row], int(self.hits[row]), query_ref, cosine))
+        shortlist -= skipped
+        hits, ids, refs, embedded = self._hits_list, self.ids, self.refs, self._embedded_list
+        ranked = self._ranked
+        if cosines is not None:
+            unknown = [row for row in shortlist if row not in known]
+            if unknown:
+                known.update(zip(unknown, cosines[unknown].tolist(), strict=True))
+            scored = [ranked(ids[r], refs[r], hits[r], query_ref, known[r] if embedded[r] else None) for r in shortlist]
+        else:
+            scored = [ranked(ids[r], refs[r], hits[r], query_ref, None) for r in shortlist]
         for pathway_id, change in overrides.items():
             if not change.active:
                 continue
@@ -144,10 +163,24 @@ class Ranker:
             if query is not None and change.vector is not None:
                 cosine = float(np.dot(np.asarray(change.vector, dtype=np.float32), query))
             scored.append(self._ranked(pathway_id, change.trigger_ref, change.hit_count, query_ref, cosine))
-        scored.sort(key=lambda r: (-r.score, -r.hit_count, r.pathway_id))
+        scored.sort(key=_rank_order)
         return scored[:limit]
 
-    def _ranked(self, pathway_id: str, ref: str, hits: int, query_ref: str, cosine: float | None) -> Ranked:
-        base, reason = structural(self.trigger_type, query_ref, self.trigger_type, ref)
-        score, reason = composite(base, reason, cosine)
-        return Ranked(pathway_id, round(score, 6), reason, hits)
+    @staticmethod
+    def _ranked(pathway_id: str, ref: str, hits: int, query_ref: str, cosine: float | None) -> Ranked:
+        # structural() and composite() inlined for a candidate of the query's own family: this runs
+        # for every shortlisted row, and the ranker's overhead over the bare product is the point.
+        if ref == query_ref:
+            base, reason = 1.0, "exact_ref"
+        elif query_ref.startswith(ref) or ref.startswith(query_ref):
+            base, reason = 0.7, "prefix_ref"
+        else:
+            base, reason = 0.3, "trigger_type_only"
+        if cosine is None:
+            return Ranked(pathway_id, base, reason, hits)
+        blended = STRUCTURAL_WEIGHT * base + SEMANTIC_WEIGHT * (cosine if cosine > 0.0 else 0.0)
+        return Ranked(pathway_id, blended, reason + "+semantic", hits)
+
+
+def _rank_order(ranked: Ranked) -> tuple[float, int, str]:
+    return -ranked.score, -ranked.hit_count, ranked.pathway_id

@@ -1,8 +1,8 @@
 """The decision-dimensions radar: six 0-7 axes computed from a flow, with low/medium/high buckets.
 
 Five axes are positive (Confidence, Coverage, Maturity, Recency, Consensus); Risk is negative: a
-high Risk score is a caution flag. Until the pathway library exists, Maturity and Recency take
-the documented neutral value 3 ("no pathway evidence either way").
+high Risk score is a caution flag. Maturity and Recency come from the pathway library
+(``pathways/radar.py``); without pathway evidence either way they take the neutral value 3.
 """
 
 from __future__ import annotations
