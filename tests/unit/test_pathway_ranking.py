@@ -96,6 +96,17 @@ def test_the_ranker_returns_exactly_the_exact_ranking(seed: int) -> None:
     assert got == _exact(header, matrix, query, ref, 10)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_all_embedded_fast_path_returns_exactly_the_exact_ranking(seed: int) -> None:
+    header, matrix = _family(500, seed, unembedded=0.0)
+    header["hit_counts"] = [n % 3 for n in range(500)]  # many equal hit counts: ties fall to the id
+    ranker = Ranker(header, matrix)
+    query = np.random.default_rng(200 + seed).normal(size=16).astype(np.float32)
+    query /= np.linalg.norm(query)
+    got = [(r.pathway_id, round(r.score, 6), r.reason) for r in ranker.rank(query, "elsewhere", 10)]
+    assert got == _exact(header, matrix, query, "elsewhere", 10)
+
+
 def test_changes_since_the_snapshot_override_its_rows_and_demoted_ones_drop_out() -> None:
     header, matrix = _family(200, 7)
     ranker = Ranker(header, matrix)

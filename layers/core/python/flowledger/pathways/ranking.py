@@ -125,9 +125,13 @@ class Ranker:
         import numpy as np
 
         overrides = overrides or {}
+        shortlist: set[int] = self._special_rows(query_ref)
+        if not overrides and not shortlist and not self._unembedded_count and query is not None:
+            fast = self._rank_by_cosine(query, limit)
+            if fast is not None:
+                return fast
         skipped = {self.row_of[p] for p in overrides if p in self.row_of}
         width = limit + len(skipped)
-        shortlist: set[int] = self._special_rows(query_ref)
         if self._unembedded_count:
             shortlist.update(self._unembedded_by_hits[:width].tolist())
         known: dict[int, float] = {}  # row -> cosine, for the rows the partition already picked
@@ -165,6 +169,27 @@ class Ranker:
             scored.append(self._ranked(pathway_id, change.trigger_ref, change.hit_count, query_ref, cosine))
         scored.sort(key=_rank_order)
         return scored[:limit]
+
+    def _rank_by_cosine(self, query: np.ndarray, limit: int) -> list[Ranked] | None:
+        """The common case, with the same result as the general path: every candidate is embedded
+        and only trigger-type related, so its score is a fixed share plus 0.7 x its cosine. None
+        when some of the best have no positive cosine (ties by hit count need the general path)."""
+        import numpy as np
+
+        cosines = self.matrix @ query
+        count = len(cosines)
+        if limit >= count:
+            return None
+        best = np.argpartition(cosines, count - limit)[count - limit :]
+        values = cosines[best].tolist()
+        if min(values) <= 0.0:
+            return None
+        hits, ids = self._hits_list, self.ids
+        share = STRUCTURAL_WEIGHT * SCORES["trigger_type_only"]
+        order = sorted(
+            (-(share + SEMANTIC_WEIGHT * c), -hits[r], ids[r]) for r, c in zip(best.tolist(), values, strict=True)
+        )
+        return [Ranked(pathway_id, -score, "trigger_type_only+semantic", -hit) for score, hit, pathway_id in order]
 
     @staticmethod
     def _ranked(pathway_id: str, ref: str, hits: int, query_ref: str, cosine: float | None) -> Ranked:
