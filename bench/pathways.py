@@ -50,13 +50,17 @@ def family(n: int, seed: int = 7) -> tuple[SnapshotRows, np.ndarray]:
     return rows, matrix
 
 
-def median_us(run: Any, queries: np.ndarray) -> float:
-    times = []
-    for q in queries:
-        began = time.perf_counter_ns()
-        run(q)
-        times.append(time.perf_counter_ns() - began)
-    return statistics.median(times) / 1000
+def medians_us(runs: list[Any], queries: np.ndarray, rounds: int = 5) -> list[float]:
+    """Median time of each run over the queries, interleaved query by query so that the machine's
+    noise (these machines are shared) falls on every contender alike."""
+    times: list[list[int]] = [[] for _ in runs]
+    for _ in range(rounds):
+        for q in queries:
+            for timings, run in zip(times, runs, strict=True):
+                began = time.perf_counter_ns()
+                run(q)
+                timings.append(time.perf_counter_ns() - began)
+    return [statistics.median(timings) / 1000 for timings in times]
 
 
 def numpy_scan(matrix: np.ndarray, q: np.ndarray) -> list[int]:
@@ -72,9 +76,9 @@ def warm(rows: SnapshotRows, matrix: np.ndarray) -> tuple[float, float, float, b
     rng = np.random.default_rng(11)
     queries = rng.normal(size=(QUERIES, DIMS)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    ours = median_us(lambda q: ranker.rank(q, "elsewhere", TOP), queries)
-    plain = median_us(lambda q: numpy_scan(matrix, q), queries)
-    flat = median_us(lambda q: index.search(q.reshape(1, -1), TOP), queries)
+    ours, plain = medians_us([lambda q: ranker.rank(q, "elsewhere", TOP), lambda q: numpy_scan(matrix, q)], queries)
+    # faiss alone: its OpenMP threads spin after each search and would slow whatever runs next.
+    (flat,) = medians_us([lambda q: index.search(q.reshape(1, -1), TOP)], queries)
     same_exact = same_faiss = True
     for q in queries[:50]:
         got = [r.pathway_id for r in ranker.rank(q, "elsewhere", TOP)]
@@ -139,7 +143,9 @@ def cold(endpoint: str, rows: SnapshotRows, scanned: int) -> tuple[float, float]
 
 
 def main() -> int:
-    print(f"pathway matching, {DIMS}-dim float32, top {TOP}, median of {QUERIES} queries (microseconds)")
+    print(
+        f"pathway matching, {DIMS}-dim float32, top {TOP}, median of {QUERIES} queries x 5; flowledger and numpy timed in turn, query by query (microseconds)"
+    )
     print(
         f"{'pathways':>9} {'flowledger':>11} {'numpy scan':>11} {'faiss flat':>11} {'ratio':>6} "
         f"{'top-10 = exact':>15} {'= faiss':>8}"

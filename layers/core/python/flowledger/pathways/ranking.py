@@ -88,6 +88,7 @@ class Ranker:
         self._ref_lengths = sorted({len(ref) for ref in self._rows_by_ref})
         by_hits = np.argsort(-self.hits, kind="stable")
         self._embedded = embedded
+        self._argpartition = np.argpartition
         # Plain lists too: the per-candidate work reads single rows, which lists serve faster.
         self._embedded_list: list[bool] = embedded.tolist()
         self._hits_list: list[int] = self.hits.tolist()
@@ -174,22 +175,22 @@ class Ranker:
         """The common case, with the same result as the general path: every candidate is embedded
         and only trigger-type related, so its score is a fixed share plus 0.7 x its cosine. None
         when some of the best have no positive cosine (ties by hit count need the general path)."""
-        import numpy as np
-
         cosines = self.matrix @ query
         count = len(cosines)
         if limit >= count:
             return None
-        best = np.argpartition(cosines, count - limit)[count - limit :]
+        best = self._argpartition(cosines, count - limit)[count - limit :]
         values = cosines[best].tolist()
         if min(values) <= 0.0:
             return None
         hits, ids = self._hits_list, self.ids
         share = STRUCTURAL_WEIGHT * SCORES["trigger_type_only"]
-        order = sorted(
-            (-(share + SEMANTIC_WEIGHT * c), -hits[r], ids[r]) for r, c in zip(best.tolist(), values, strict=True)
-        )
-        return [Ranked(pathway_id, -score, "trigger_type_only+semantic", -hit) for score, hit, pathway_id in order]
+        order = [(-(share + SEMANTIC_WEIGHT * c), -hits[r], ids[r]) for r, c in zip(best.tolist(), values, strict=True)]
+        order.sort()
+        make = tuple.__new__  # what Ranked(...) does, without its argument handling (this is the hot path)
+        return [
+            make(Ranked, (pathway_id, -score, "trigger_type_only+semantic", -hit)) for score, hit, pathway_id in order
+        ]
 
     @staticmethod
     def _ranked(pathway_id: str, ref: str, hits: int, query_ref: str, cosine: float | None) -> Ranked:
