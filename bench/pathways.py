@@ -144,7 +144,8 @@ def cold(endpoint: str, rows: SnapshotRows, scanned: int) -> tuple[float, float]
 
 def main() -> int:
     print(
-        f"pathway matching, {DIMS}-dim float32, top {TOP}, median of {QUERIES} queries x 5; flowledger and numpy timed in turn, query by query (microseconds)"
+        f"pathway matching, {DIMS}-dim float32, top {TOP}, median of {QUERIES} queries x 5; "
+        "flowledger and numpy timed in turn, query by query (microseconds)"
     )
     print(
         f"{'pathways':>9} {'flowledger':>11} {'numpy scan':>11} {'faiss flat':>11} {'ratio':>6} "
