@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from flowledger.research.backlog import Backlog
-from flowledger.research.models import BacklogRow, DeeperRequest, Reason
+from flowledger.research.models import BacklogRow, Completion, DeeperRequest, Reason
 from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services
 
@@ -93,14 +93,30 @@ def test_a_recovered_row_goes_to_the_back_of_the_queue(backlog: Backlog, service
     assert order[1] is not None and order[1].retry_count == 1
 
 
-def test_a_row_of_another_strategy_stays_pending_until_a_consumer_that_takes_it(
+def test_a_row_of_another_strategy_is_parked_pending_and_served_to_a_pull_that_takes_it(
     backlog: Backlog, services: Services
 ) -> None:
     row = enqueue(backlog, 0, "critic", strategy="mark_for_review")
+    later_row = enqueue(backlog, 1)
+    pulled = backlog.pull_next("system:backlog_consumer", strategy="re_research")
+    assert pulled is not None and pulled.request_id == later_row.request_id  # the other row is stepped over
+    backlog.complete("system:backlog_consumer", pulled.request_id, Completion())
     assert backlog.pull_next("system:backlog_consumer", strategy="re_research") is None
-    stored = backlog.get(row.request_id)
-    assert stored is not None and stored.status == "pending"
+    parked = backlog.get(row.request_id)
+    assert parked is not None and parked.status == "pending" and parked.ticket is None
+    later(services, 31)
+    assert backlog.sweep_stale()["requeued"] == 0  # parked, not stranded
+    taken = backlog.pull_next("system:backlog_consumer", strategy="mark_for_review")
+    assert taken is not None and taken.request_id == row.request_id
+    ledger = services.ledger
+    actions = [e.action for c in ledger.chain_ids() for e in ledger.read_chain(c)]
+    assert actions.count("reasoning.research.backlog.parked") == 1
+
+
+def test_requeueing_a_stranded_row_leaves_no_slot_behind(backlog: Backlog, services: Services) -> None:
+    enqueue(backlog, 0)
+    tickets = TicketQueue(services.aws.dynamodb, services.aws.table_name("backlog_tickets"))
+    tickets.take()  # a consumer that dies
     later(services, 31)
     assert backlog.sweep_stale()["requeued"] == 1
-    pulled = backlog.pull_next("user:operator")
-    assert pulled is not None and pulled.request_id == row.request_id
+    assert tickets.slot(1) is None and tickets.slot(2) is not None

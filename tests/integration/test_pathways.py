@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from flowledger.jobs import run_job
+from flowledger.llm.ports import ModelTransportError
 from flowledger.pathways.library import _POINTERS
 from flowledger.pathways.matcher import _CACHE
 from flowledger.pathways.snapshot import pointer_key
@@ -267,7 +268,7 @@ def test_compare_ranks_deltas_and_names_the_dominant(call: Call, services: Servi
     status, body = call("POST", "/admin/v1/reasoning/pathways/compare", {"pathway_ids": ids})
     assert status == 200 and body["dominant"] == hit
     assert body["deltas"][0] == {"axis": "maturity", "first": 0, "second": 7, "delta": 7}
-    assert call("POST", "/admin/v1/reasoning/pathways/compare", {"pathway_ids": [ids[0], ids[0]]})[0] == 409
+    assert call("POST", "/admin/v1/reasoning/pathways/compare", {"pathway_ids": [ids[0], ids[0]]})[0] == 422
     assert call("POST", "/admin/v1/reasoning/pathways/compare", {"pathway_ids": ids[:1]})[0] == 422
 
 
@@ -297,3 +298,27 @@ def test_a_failing_extraction_never_fails_the_close(
     assert closed["flow_state"] == "completed"
     assert events(services, "reasoning.pathway.extracted") == []
     assert "reasoning.pathway.extraction_failed" in capsys.readouterr().out  # the EMF metric
+
+
+@pytest.mark.usefixtures("clock")
+def test_a_family_without_pathways_matches_nothing(call: Call, services: Services) -> None:
+    status, body = call(
+        "GET", "/admin/v1/reasoning/pathways/match", trigger_type="lab_trend", trigger_ref="hba1c/rising"
+    )
+    assert (status, body["candidates"], body["snapshot_version"]) == (200, [], None)
+    flow(call, "chat/only")
+    run_job("pathway_embedding_backfill", services)  # publishes user_question only
+    assert match(call, "chat/only")["candidates"][0]["reason"] == "exact_ref+semantic"
+
+
+@pytest.mark.usefixtures("clock")
+def test_an_unreachable_embedding_model_is_503(call: Call, services: Services) -> None:
+    class Down:
+        name = "hash_bucket_v1"
+
+        def embed(self, texts: Any) -> Any:
+            raise ModelTransportError("connection refused")
+
+    services.__dict__["pathway_embeddings"] = Down()  # the cached property, replaced
+    status, body = call("GET", "/admin/v1/reasoning/pathways/match", trigger_type="user_question", trigger_ref="x")
+    assert (status, body["error"]) == (503, "upstream_unavailable")

@@ -180,3 +180,15 @@ def test_an_even_comparison_prefers_lower_risk_then_neither() -> None:
     assert compare_views(_view("pw_a", risk=2, coverage=2), _view("pw_b")).dominant == "pw_a"
     even = compare_views(_view("pw_a"), _view("pw_b"))
     assert even.dominant is None and "equal risk" in even.reasoning
+
+
+def test_ties_at_the_cut_off_go_to_the_most_hit_then_the_lower_id() -> None:
+    header, matrix = _family(60, 5, unembedded=0.0)
+    matrix[:] = matrix[0]  # every candidate embeds alike (bag-of-words twins do)
+    header["hit_counts"] = [1] * 60
+    header["hit_counts"][42] = 2
+    header["ids"] = list(reversed(header["ids"]))  # the snapshot's row order is not the id order
+    ranker = Ranker(header, matrix)
+    got = [r.pathway_id for r in ranker.rank(matrix[0], "nowhere", 3)]
+    ids = header["ids"]
+    assert got == [ids[42], *sorted(i for n, i in enumerate(ids) if n != 42)[:2]]

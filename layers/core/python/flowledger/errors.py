@@ -69,6 +69,12 @@ class BacklogContention(FlowledgerError):
     code = "backlog_contention"
 
 
+class UpstreamUnavailable(FlowledgerError):
+    """A service the request depends on (an embedding model, say) did not answer; retry later."""
+
+    code = "upstream_unavailable"
+
+
 class PayloadTooLarge(FlowledgerError):
     code = "payload_too_large"
 

@@ -28,6 +28,7 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.UnknownJob: HTTPStatus.NOT_FOUND,
     errors.LedgerContention: HTTPStatus.SERVICE_UNAVAILABLE,
     errors.BacklogContention: HTTPStatus.SERVICE_UNAVAILABLE,
+    errors.UpstreamUnavailable: HTTPStatus.SERVICE_UNAVAILABLE,
     errors.RateLimited: HTTPStatus.TOO_MANY_REQUESTS,
 }
 

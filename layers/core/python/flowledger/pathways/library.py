@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from flowledger.errors import ConditionFailed, Conflict, NotFound
+from flowledger.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from flowledger.ledger.events import AuditEntry, timestamp
 from flowledger.pathways.matcher import PathwayMatcher, view_of
 from flowledger.pathways.models import AxisDelta, Comparison, MatchResult, PathwayView, Stats, TopHit
@@ -20,7 +20,7 @@ from flowledger.services import Services
 
 POSITIVE_AXES = tuple(axis for axis in AXES if axis != "risk")
 POINTER_TTL_SECONDS = 60.0
-_POINTERS: dict[tuple[str, str], tuple[dict[str, Any] | None, float]] = {}
+_POINTERS: dict[tuple[str, str, str], tuple[dict[str, Any] | None, float]] = {}
 _POINTERS_LOCK = threading.Lock()
 TOP_HITS = 5
 
@@ -137,7 +137,7 @@ class PathwayLibrary:
     def compare(self, actor: str, first_id: str, second_id: str) -> Comparison:
         """Two pathways' radars side by side: deltas ranked by size and the dominant pick, with why."""
         if first_id == second_id:
-            raise Conflict("compare two different pathways")
+            raise InvalidInput("compare two different pathways")
         first, second = self.view(first_id), self.view(second_id)
         comparison = compare_views(first, second)
         self._audit(
@@ -154,17 +154,18 @@ class PathwayLibrary:
         The pointer is cached per process for ``POINTER_TTL_SECONDS``: a close pays for it at most
         that often, and the aggregates are as fresh as the hourly snapshot anyway.
         """
-        key = (self._s.settings.pathway_embedding_model.value, trigger_type)
+        model = self._s.settings.pathway_embedding_model.value
+        key = (self.snapshots.bucket, model, trigger_type)
         with _POINTERS_LOCK:
             cached = _POINTERS.get(key)
         if cached is None or time.monotonic() - cached[1] > POINTER_TTL_SECONDS:
-            cached = (self.snapshots.pointer(*key), time.monotonic())
+            cached = (self.snapshots.pointer(model, trigger_type), time.monotonic())
             with _POINTERS_LOCK:
                 _POINTERS[key] = cached
         pointer = cached[0]
-        if pointer is None or "active" not in pointer:
+        if pointer is None:
             return NEUTRAL, NEUTRAL  # no pathway evidence either way yet
-        maturity = family_maturity_score(pointer["active"], pointer["high_hits"])
+        maturity = family_maturity_score(pointer["count"], pointer["high_hits"])
         return maturity, recency_score(pointer.get("latest_activity"), now)
 
     def _audit(self, action: str, actor: str, subject: str, payload: dict[str, Any]) -> None:

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from flowledger.errors import UpstreamUnavailable
+from flowledger.llm.ports import ModelError
 from flowledger.pathways.models import Candidate, MatchResult, PathwayView
 from flowledger.pathways.radar import pathway_dimensions
 from flowledger.pathways.ranking import Override, Ranked, Ranker
@@ -35,7 +37,7 @@ def query_text(trigger_type: str, trigger_ref: str) -> str:
 class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.rankers: dict[tuple[str, str], tuple[Ranker, float]] = {}
+        self.rankers: dict[tuple[str, str, str], tuple[Ranker, float]] = {}  # (bucket, model, family)
 
 
 _CACHE = _Cache()
@@ -62,7 +64,7 @@ class PathwayMatcher:
         """The family's snapshot, loaded or refreshed as needed (an empty ranker when none is published)."""
         import numpy as np
 
-        key = (self._embeddings.name, trigger_type)
+        key = (self._snapshots.bucket, self._embeddings.name, trigger_type)
         now = self._monotonic()
         with self._cache.lock:
             cached = self._cache.rankers.get(key)
@@ -71,7 +73,7 @@ class PathwayMatcher:
         pointer = self._snapshots.pointer(self._embeddings.name, trigger_type)
         if pointer is None:
             header = {**_EMPTY_HEADER, "version": "none", "model": self._embeddings.name, "trigger_type": trigger_type}
-            ranker = Ranker(header, np.zeros((0, 1), dtype=np.float32))
+            ranker = Ranker(header, np.zeros((0, 0), dtype=np.float32))  # ranks the changes alone
         elif cached is not None and cached[0].version == pointer["version"]:
             ranker = cached[0]
         else:
@@ -97,7 +99,11 @@ class PathwayMatcher:
             )
             for pathway_id, (pathway, vector) in changed.items()
         }
-        query = np.asarray(_unit(self._embeddings.embed([query_text(trigger_type, trigger_ref)])[0]), np.float32)
+        try:
+            embedded = self._embeddings.embed([query_text(trigger_type, trigger_ref)])[0]
+        except ModelError as exc:
+            raise UpstreamUnavailable(f"the embedding model {self._embeddings.name} did not answer") from exc
+        query = np.asarray(_unit(embedded), np.float32)
         ranked = ranker.rank(query, trigger_ref, limit, overrides)
         return MatchResult(
             trigger_type=trigger_type,

@@ -16,7 +16,7 @@ from flowledger.reasoning.dimensions import Axis, Dimensions, bucket
 MATURE_ACTIVE = 5
 HIGH_HITS = 3
 FRESH_DAYS = 7
-STALE_DAYS = 90
+RECENCY_ZERO_DAYS = 90  # the radar's own scale, not the decay threshold
 
 
 def maturity_of(active: int, high_hits: int) -> Maturity:
@@ -47,7 +47,7 @@ def recency_score(last_activity: str | None, now: datetime) -> int:
     days = (now - parse_timestamp(last_activity)).total_seconds() / 86400
     if days <= FRESH_DAYS:
         return 7
-    return max(0, round(7 * (STALE_DAYS - days) / (STALE_DAYS - FRESH_DAYS)))
+    return max(0, round(7 * (RECENCY_ZERO_DAYS - days) / (RECENCY_ZERO_DAYS - FRESH_DAYS)))
 
 
 def _axis(score: int) -> Axis:

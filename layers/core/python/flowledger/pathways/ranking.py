@@ -78,7 +78,6 @@ class Ranker:
         self.refs: list[str] = header["refs"]
         self.matrix = matrix
         self.hits = np.asarray(header["hit_counts"], dtype=np.int64)
-        self.last_activity: list[str] = header["last_activity"]
         embedded = np.asarray(header["embedded"], dtype=bool)
         self.row_of = {pathway_id: row for row, pathway_id in enumerate(self.ids)}
         self._rows_by_ref: dict[str, list[int]] = {}
@@ -86,8 +85,10 @@ class Ranker:
             self._rows_by_ref.setdefault(ref, []).append(row)
         self._sorted_refs = sorted(self._rows_by_ref)
         self._ref_lengths = sorted({len(ref) for ref in self._rows_by_ref})
-        by_hits = np.argsort(-self.hits, kind="stable")
-        self._embedded = embedded
+        # Most hits first, then the lower id: the documented tie order, whatever the snapshot's row order.
+        id_rank = np.empty(len(self.ids), dtype=np.int64)
+        id_rank[sorted(range(len(self.ids)), key=self.ids.__getitem__)] = np.arange(len(self.ids))
+        by_hits = np.lexsort((id_rank, -self.hits))
         self._argpartition = np.argpartition
         # Plain lists too: the per-candidate work reads single rows, which lists serve faster.
         self._embedded_list: list[bool] = embedded.tolist()
@@ -127,7 +128,7 @@ class Ranker:
 
         overrides = overrides or {}
         shortlist: set[int] = self._special_rows(query_ref)
-        if not overrides and not shortlist and not self._unembedded_count and query is not None:
+        if not overrides and not shortlist and not self._unembedded_count and query is not None and self.ids:
             fast = self._rank_by_cosine(query, limit)
             if fast is not None:
                 return fast
@@ -139,9 +140,7 @@ class Ranker:
         cosines: np.ndarray | None = None
         if query is not None and self.ids:
             cosines = self.matrix @ query
-            count = len(cosines)
-            best = np.argpartition(cosines, count - width)[count - width :] if width < count else np.arange(count)
-            known = dict(zip(best.tolist(), cosines[best].tolist(), strict=True))
+            known = dict(zip(*self._best(cosines, width), strict=True))
             if min(known.values()) <= 0.0:
                 # Fewer than `width` candidates have a positive cosine: the rest all score the same
                 # and rank by hit count.
@@ -176,36 +175,42 @@ class Ranker:
         and only trigger-type related, so its score is a fixed share plus 0.7 x its cosine. None
         when some of the best have no positive cosine (ties by hit count need the general path)."""
         cosines = self.matrix @ query
-        count = len(cosines)
-        if limit >= count:
+        if limit >= len(cosines):
             return None
-        best = self._argpartition(cosines, count - limit)[count - limit :]
-        values = cosines[best].tolist()
+        best, values = self._best(cosines, limit)
         if min(values) <= 0.0:
             return None
         hits, ids = self._hits_list, self.ids
         share = STRUCTURAL_WEIGHT * SCORES["trigger_type_only"]
-        order = [(-(share + SEMANTIC_WEIGHT * c), -hits[r], ids[r]) for r, c in zip(best.tolist(), values, strict=True)]
+        order = [(-(share + SEMANTIC_WEIGHT * c), -hits[r], ids[r]) for r, c in zip(best, values, strict=True)]
         order.sort()
+        del order[limit:]  # ties at the cut-off may have widened the partition
         make = tuple.__new__  # what Ranked(...) does, without its argument handling (this is the hot path)
         return [
             make(Ranked, (pathway_id, -score, "trigger_type_only+semantic", -hit)) for score, hit, pathway_id in order
         ]
 
-    @staticmethod
-    def _ranked(pathway_id: str, ref: str, hits: int, query_ref: str, cosine: float | None) -> Ranked:
-        # structural() and composite() inlined for a candidate of the query's own family: this runs
-        # for every shortlisted row, and the ranker's overhead over the bare product is the point.
-        if ref == query_ref:
-            base, reason = 1.0, "exact_ref"
-        elif query_ref.startswith(ref) or ref.startswith(query_ref):
-            base, reason = 0.7, "prefix_ref"
-        else:
-            base, reason = 0.3, "trigger_type_only"
-        if cosine is None:
-            return Ranked(pathway_id, base, reason, hits)
-        blended = STRUCTURAL_WEIGHT * base + SEMANTIC_WEIGHT * (cosine if cosine > 0.0 else 0.0)
-        return Ranked(pathway_id, blended, reason + "+semantic", hits)
+    def _best(self, cosines: np.ndarray, width: int) -> tuple[list[int], list[float]]:
+        """The rows of the ``width`` highest cosines and their cosines, plus every row tied with the
+        lowest of them (``argpartition`` alone would pick among those ties arbitrarily)."""
+        import numpy as np
+
+        count = len(cosines)
+        if width >= count:
+            return list(range(count)), cosines.tolist()
+        cut = count - width
+        order = self._argpartition(cosines, cut - 1)  # position cut - 1 holds the best row left out
+        best = order[cut:]
+        values = cosines[best].tolist()
+        edge = float(cosines[order[cut - 1]])
+        if edge == min(values):
+            best = np.union1d(best, np.flatnonzero(cosines == edge))
+            values = cosines[best].tolist()
+        return best.tolist(), values
+
+    def _ranked(self, pathway_id: str, ref: str, hits: int, query_ref: str, cosine: float | None) -> Ranked:
+        score, reason = composite(*structural(self.trigger_type, query_ref, self.trigger_type, ref), cosine)
+        return Ranked(pathway_id, score, reason, hits)
 
 
 def _rank_order(ranked: Ranked) -> tuple[float, int, str]:

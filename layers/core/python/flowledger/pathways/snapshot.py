@@ -32,7 +32,7 @@ class SnapshotRows:
     ids: list[str] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)
     hit_counts: list[int] = field(default_factory=list)
-    last_activity: list[str] = field(default_factory=list)
+    last_activity: list[str] = field(default_factory=list)  # for the pointer's family aggregates
     vectors: list[bytes | None] = field(default_factory=list)  # packed float32, or None
 
 
@@ -55,7 +55,6 @@ def encode(rows: SnapshotRows, version: str, created_at: str) -> bytes:
         "ids": rows.ids,
         "refs": rows.refs,
         "hit_counts": rows.hit_counts,
-        "last_activity": rows.last_activity,
         "embedded": [vector is not None for vector in rows.vectors],
     }
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -91,23 +90,22 @@ class SnapshotStore:
 
     def __init__(self, s3: Any, bucket: str) -> None:
         self._s3 = s3
-        self._bucket = bucket
+        self.bucket = bucket
 
     def publish(self, rows: SnapshotRows, version: str, created_at: str) -> str:
         """Write a version, then point ``latest.json`` at it (with the family's aggregates for the radar)."""
         key = snapshot_key(rows.model, rows.trigger_type, version)
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=encode(rows, version, created_at))
+        self._s3.put_object(Bucket=self.bucket, Key=key, Body=encode(rows, version, created_at))
         pointer = {
             "version": version,
             "key": key,
             "created_at": created_at,
-            "count": len(rows.ids),
-            "active": len(rows.ids),
+            "count": len(rows.ids),  # every pathway in a snapshot is active
             "high_hits": sum(1 for hits in rows.hit_counts if hits >= HIGH_HITS),
             "latest_activity": max(rows.last_activity, default=None),
         }
         self._s3.put_object(
-            Bucket=self._bucket,
+            Bucket=self.bucket,
             Key=pointer_key(rows.model, rows.trigger_type),
             Body=json.dumps(pointer).encode(),
             ContentType="application/json",
@@ -116,12 +114,12 @@ class SnapshotStore:
 
     def pointer(self, model: str, trigger_type: str) -> dict[str, Any] | None:
         try:
-            body = self._s3.get_object(Bucket=self._bucket, Key=pointer_key(model, trigger_type))["Body"].read()
+            body = self._s3.get_object(Bucket=self.bucket, Key=pointer_key(model, trigger_type))["Body"].read()
         except self._s3.exceptions.NoSuchKey:
             return None
         pointer: dict[str, Any] = json.loads(body)
         return pointer
 
     def read(self, key: str) -> bytes:
-        body: bytes = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        body: bytes = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return body

@@ -59,9 +59,9 @@ class PathwayStore:
                 pending = response.get("UnprocessedKeys") or {}
         return found
 
-    def scan(self, segment: int = 0, segments: int = 1) -> Iterator[dict[str, Any]]:
-        """Every stored item (one segment of a parallel scan), page by page."""
-        request: dict[str, Any] = {"TableName": self.table, "Segment": segment, "TotalSegments": segments}
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Every stored item, page by page."""
+        request: dict[str, Any] = {"TableName": self.table}
         while True:
             response = self._db.scan(**request)
             yield from response.get("Items", [])

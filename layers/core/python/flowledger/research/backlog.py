@@ -10,6 +10,7 @@ pending.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import time
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-from flowledger.errors import BacklogContention, ConditionFailed, Conflict, NotFound
+from flowledger.errors import BacklogContention, ConditionFailed, Conflict, LedgerContention, NotFound
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.research.health import loop_health
 from flowledger.research.models import (
@@ -125,25 +126,29 @@ class Backlog:
     def pull_next(self, actor: str, trigger_type: str | None = None, strategy: str | None = None) -> BacklogRow | None:
         """Flip the oldest pending row (optionally of one trigger type) to dispatched, or None if none is left.
 
-        With ``strategy``, critic rows queued under another strategy are left pending.
+        With ``strategy``, critic rows queued under another strategy are left pending: they give up
+        their ticket ("parked") and are served, once the ticket queue is empty, to a pull that takes them.
         """
         if trigger_type is not None:
-            return self._pull_oldest_of_type(actor, trigger_type, strategy)
+            return self._pull_oldest(actor, trigger_type, strategy, parked_only=False)
         while (ticket := self._tickets.take()) is not None:
             copy = self._tickets.slot(ticket)
             if copy is None:
                 continue  # its row was pulled by trigger type
             row = BacklogRow.model_validate(items.from_item(copy))
             if strategy and row.strategy not in (None, strategy):
-                continue  # left where it is; the stale sweep gives it a new ticket
+                self._park(row, actor)
+                continue
             pulled = self._dispatch(row, actor)
             if pulled is not None:
                 return pulled
-        return None
+        return self._pull_oldest(actor, None, strategy, parked_only=True)
 
-    def _pull_oldest_of_type(self, actor: str, trigger_type: str, strategy: str | None) -> BacklogRow | None:
+    def _pull_oldest(
+        self, actor: str, trigger_type: str | None, strategy: str | None, parked_only: bool
+    ) -> BacklogRow | None:
         while True:
-            candidates = self._oldest_pending(trigger_type, strategy)
+            candidates = self._oldest_pending(trigger_type, strategy, parked_only)
             if not candidates:
                 return None
             for candidate in candidates:
@@ -151,7 +156,36 @@ class Backlog:
                 if pulled is not None:
                     return pulled
 
-    def _oldest_pending(self, trigger_type: str | None, strategy: str | None) -> list[BacklogRow]:
+    def _park(self, row: BacklogRow, actor: str) -> None:
+        """Take a row of another strategy out of the ticket queue, pending where it is."""
+        assert row.ticket is not None
+        with contextlib.suppress(ConditionFailed):  # dispatched or re-ticketed meanwhile
+            self._s.ledger.append(
+                AuditEntry(
+                    action="reasoning.research.backlog.parked",
+                    actor=actor,
+                    subject=f"backlog:{row.request_id}",
+                    payload={"strategy": row.strategy},
+                ),
+                [
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": {"request_id": {"S": row.request_id}},
+                            "UpdateExpression": "REMOVE ticket, ticketed_at",
+                            "ConditionExpression": "#s = :pending AND ticket = :ticket",
+                            "ExpressionAttributeNames": {"#s": "status"},
+                            "ExpressionAttributeValues": {
+                                ":pending": {"S": "pending"},
+                                ":ticket": {"N": str(row.ticket)},
+                            },
+                        }
+                    },
+                    self._tickets.release_item(row.ticket),
+                ],
+            )
+
+    def _oldest_pending(self, trigger_type: str | None, strategy: str | None, parked_only: bool) -> list[BacklogRow]:
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": "by_status",
@@ -161,7 +195,7 @@ class Backlog:
             "Limit": CANDIDATES_PER_QUERY,
             "ScanIndexForward": True,
         }
-        filters = []
+        filters = ["attribute_not_exists(ticket)"] if parked_only else []
         if trigger_type:
             filters.append("trigger_type = :t")
             request["ExpressionAttributeValues"][":t"] = {"S": trigger_type}
@@ -194,13 +228,16 @@ class Backlog:
                             "TableName": self._table,
                             "Key": {"request_id": {"S": request_id}},
                             "UpdateExpression": "SET #s = :dispatched, dispatched_at = :now, dispatched_to = :actor",
-                            "ConditionExpression": "#s = :pending",
+                            # The row still holds the ticket read (so the slot deleted is its own).
+                            "ConditionExpression": "#s = :pending AND "
+                            + ("ticket = :ticket" if candidate.ticket else "attribute_not_exists(ticket)"),
                             "ExpressionAttributeNames": {"#s": "status"},
                             "ExpressionAttributeValues": {
                                 ":dispatched": {"S": "dispatched"},
                                 ":pending": {"S": "pending"},
                                 ":now": {"S": now},
                                 ":actor": {"S": actor},
+                                **({":ticket": {"N": str(candidate.ticket)}} if candidate.ticket else {}),
                             },
                         }
                     },
@@ -302,7 +339,7 @@ class Backlog:
         """
         settings = self._s.settings
         cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))
-        recovered = failed = requeued = 0
+        recovered = failed = requeued = contended = 0
         for row in self._rows(BacklogStatus.DISPATCHED):
             if row.dispatched_at is None or row.dispatched_at >= cutoff:
                 continue
@@ -323,9 +360,12 @@ class Backlog:
                     recovered += 1
             except ConditionFailed:
                 continue  # completed meanwhile
+            except (BacklogContention, LedgerContention):
+                contended += 1  # the next sweep tries again
         _, taken = self._tickets.counter()
         for row in self._rows(BacklogStatus.PENDING):
-            stranded = row.ticket is None or (row.ticket <= taken and (row.ticketed_at or row.created_at) < cutoff)
+            # A parked row (no ticket) waits for a pull of its strategy; it is not stranded.
+            stranded = row.ticket is not None and row.ticket <= taken and (row.ticketed_at or row.created_at) < cutoff
             if not stranded:
                 continue
             try:
@@ -333,7 +373,9 @@ class Backlog:
                 requeued += 1
             except ConditionFailed:
                 continue  # dispatched meanwhile
-        result = {"recovered": recovered, "failed_after_retries": failed, "requeued": requeued}
+            except (BacklogContention, LedgerContention):
+                contended += 1  # the next sweep tries again
+        result = {"recovered": recovered, "failed_after_retries": failed, "requeued": requeued, "contended": contended}
         self._s.ledger.append(
             AuditEntry(
                 action="memory.job.backlog_stale_sweep.completed",
@@ -393,7 +435,13 @@ class Backlog:
                     ),
                 }
             }
-            return entry, [update], row
+            # A stranded row's old slot goes with it (a recovered row's went at its dispatch).
+            released = (
+                [self._tickets.release_item(seen.ticket)]
+                if seen.ticket and seen.status is BacklogStatus.PENDING
+                else []
+            )
+            return entry, [update, *released], row
 
         self._write_with_ticket(write)
 

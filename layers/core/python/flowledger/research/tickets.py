@@ -14,11 +14,14 @@ retention, and a dispatch deletes the slot of the row it flips.
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 COUNTER = 0
+TAKE_ATTEMPTS = 6
 
 
 class TicketQueue:
@@ -63,20 +66,27 @@ class TicketQueue:
 
     def take(self) -> int | None:
         """The next ticket, exclusively this caller's; None when every issued ticket is taken."""
-        try:
-            response = self._db.update_item(
-                TableName=self._table,
-                Key=_key(COUNTER),
-                UpdateExpression="SET taken = taken + :one",
-                ConditionExpression="taken < issued",
-                ExpressionAttributeValues={":one": {"N": "1"}},
-                ReturnValues="UPDATED_NEW",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return None
-            raise
-        return int(response["Attributes"]["taken"]["N"])
+        for attempt in range(TAKE_ATTEMPTS):
+            try:
+                response = self._db.update_item(
+                    TableName=self._table,
+                    Key=_key(COUNTER),
+                    UpdateExpression="SET taken = taken + :one",
+                    ConditionExpression="taken < issued",
+                    ExpressionAttributeValues={":one": {"N": "1"}},
+                    ReturnValues="UPDATED_NEW",
+                )
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code == "ConditionalCheckFailedException":
+                    return None
+                if code != "TransactionConflictException" or attempt == TAKE_ATTEMPTS - 1:
+                    raise
+                # An enqueue's transaction holds the counter for a moment; botocore does not retry this.
+                time.sleep(random.uniform(0, 0.002 * 2**attempt))  # noqa: S311 - jitter
+                continue
+            return int(response["Attributes"]["taken"]["N"])
+        return None  # pragma: no cover - the loop returns or raises
 
     def slot(self, ticket: int) -> dict[str, Any] | None:
         """The row copy a ticket points at, or None when its row was already dispatched."""
