@@ -22,6 +22,10 @@ from flowledger.local import moto_transactions
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
+from flowledger.pathways.matcher import _CACHE
+from flowledger.pathways.snapshot import _POINTERS
+from flowledger.reasoning.dimensions import compute_dimensions
+from flowledger.reasoning.models import FlowView, Outcome
 from flowledger.services import Services, bootstrap, build_services
 from flowledger.store.provision import provision_all
 
@@ -51,6 +55,9 @@ def services(moto_services: Services) -> Iterator[Services]:
     """moto with every declared table, bucket and the data key; a function's own bootstrap starts fresh."""
     provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
     bootstrap.cache_clear()
+    # A fresh moto is a new deployment: no pathway snapshot or pointer carries over from another test.
+    _CACHE.rankers.clear()
+    _POINTERS.clear()
     yield moto_services
     bootstrap.cache_clear()
 
@@ -200,3 +207,26 @@ def scripted_openai() -> Iterator[ScriptedOpenAI]:
     server = ScriptedOpenAI()
     yield server
     server.close()
+
+
+@pytest.fixture
+def qualifying_flow() -> Callable[[str, str], FlowView]:
+    """A closed flow that qualifies for a pathway (completed, safe, every confidence >= 0.9)."""
+
+    def make(flow_id: str, trigger_ref: str) -> FlowView:
+        return FlowView(
+            flow_id=flow_id,
+            trigger_type="user_question",
+            trigger_ref=trigger_ref,
+            trigger_summary="A question about a lab trend",
+            flow_state="completed",
+            created_by="agent-researcher",
+            created_at="2026-11-30T09:00:00.000000Z",
+            closed_at="2026-11-30T09:01:00.000000Z",
+            step_count=1,
+            outcome=Outcome(type="claim_created", summary="Created a claim", confidence=0.97),
+            patient_safe_summary=True,
+            dimensions_snapshot=compute_dimensions([], 0.97, aborted=False, summaries_safe=True),
+        )
+
+    return make

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -11,32 +12,20 @@ from flowledger.config import load_settings
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
-from flowledger.reasoning.dimensions import compute_dimensions
-from flowledger.reasoning.models import FlowView, Outcome
+from flowledger.reasoning.models import FlowView
 from flowledger.services import build_services
 from flowledger.store.provision import create_table
 from flowledger.store.tables import table_spec
 
 WRITERS = 16
-FLOW = FlowView(
-    flow_id="fl_01JCONCURRENTEXTRACTION000",
-    trigger_type="user_question",
-    trigger_ref="chat/q-1",
-    trigger_summary="A question about a lab trend",
-    flow_state="completed",
-    created_by="agent-researcher",
-    created_at="2026-11-30T09:00:00.000000Z",
-    closed_at="2026-11-30T09:01:00.000000Z",
-    step_count=1,
-    outcome=Outcome(type="claim_created", summary="Created a claim", confidence=0.97),
-    patient_safe_summary=True,
-    dimensions_snapshot=compute_dimensions([], 0.97, aborted=False, summaries_safe=True),
-)
 STEPS = [{"step_kind": "retrieval", "confidence": 0.95}]
 
 
 @pytest.mark.usefixtures("clean_environment")
-def test_sixteen_extractions_of_one_flow_make_one_pathway_and_sixteen_hits_count_sixteen(locked_moto: str) -> None:
+def test_sixteen_extractions_of_one_flow_make_one_pathway_and_sixteen_hits_count_sixteen(
+    locked_moto: str, qualifying_flow: Callable[[str, str], FlowView]
+) -> None:
+    flow = qualifying_flow("fl_01JCONCURRENTEXTRACTION000", "chat/q-1")
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="pathwayconc")
     setup = build_services(settings, EMBEDDED_CREDENTIALS)
     for table in ("pathways", "ledger"):
@@ -46,7 +35,7 @@ def test_sixteen_extractions_of_one_flow_make_one_pathway_and_sixteen_hits_count
     def extract(number: int) -> bool:
         services = build_services(settings, EMBEDDED_CREDENTIALS)  # its own client and head cache
         start.wait()
-        return PathwayExtractor(services).extract(FLOW, STEPS, f"writer:{number}").created
+        return PathwayExtractor(services).extract(flow, STEPS, f"writer:{number}").created
 
     with ThreadPoolExecutor(WRITERS) as pool:
         created = list(pool.map(extract, range(WRITERS)))

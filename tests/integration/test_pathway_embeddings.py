@@ -3,6 +3,7 @@ local all-MiniLM-L6-v2 adapter giving real semantic matches offline."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flowledger.config import load_settings
@@ -10,39 +11,25 @@ from flowledger.jobs import run_job
 from flowledger.llm.embeddings import MiniLMEmbedding, cosine, pathway_embeddings_for
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
-from flowledger.pathways.matcher import _CACHE
-from flowledger.reasoning.dimensions import compute_dimensions
-from flowledger.reasoning.models import FlowView, Outcome
+from flowledger.reasoning.models import FlowView
 from flowledger.services import Services
 
+STEPS = [{"step_kind": "retrieval", "confidence": 0.95}]
 
-def seed(services: Services, refs: list[str]) -> None:
+
+def seed(services: Services, make: Callable[[str, str], FlowView], refs: list[str]) -> None:
     for n, ref in enumerate(refs):
-        flow = FlowView(
-            flow_id=f"fl_01JEMBEDDINGS{n:013d}",
-            trigger_type="user_question",
-            trigger_ref=ref,
-            trigger_summary="A question",
-            flow_state="completed",
-            created_by="agent",
-            created_at="2026-11-30T09:00:00.000000Z",
-            step_count=1,
-            outcome=Outcome(type="claim_created", summary="Created a claim", confidence=0.97),
-            patient_safe_summary=True,
-            dimensions_snapshot=compute_dimensions([], 0.97, aborted=False, summaries_safe=True),
-        )
-        assert (
-            PathwayExtractor(services).extract(flow, [{"step_kind": "retrieval", "confidence": 0.95}], "agent").created
-        )
+        assert PathwayExtractor(services).extract(make(f"fl_01JEMBEDDINGS{n:013d}", ref), STEPS, "agent").created
 
 
 def with_model(services: Services, **settings: Any) -> Services:
     return Services(settings=load_settings(**settings), aws=services.aws, clock=services.clock)
 
 
-def test_a_model_change_re_embeds_every_pathway_once(services: Services, scripted_openai: Any) -> None:
-    _CACHE.rankers.clear()
-    seed(services, ["chat/one", "chat/two", "chat/three"])
+def test_a_model_change_re_embeds_every_pathway_once(
+    services: Services, scripted_openai: Any, qualifying_flow: Callable[[str, str], FlowView]
+) -> None:
+    seed(services, qualifying_flow, ["chat/one", "chat/two", "chat/three"])
     assert run_job("pathway_embedding_backfill", services)["embedded"] == 3
     openai = with_model(
         services, pathway_embedding_model="openai_text_3_small", openai_base_url=scripted_openai.base_url
@@ -56,8 +43,7 @@ def test_a_model_change_re_embeds_every_pathway_once(services: Services, scripte
     assert result.query_model == "openai_text_3_small" and result.candidates[0].reason == "exact_ref+semantic"
 
 
-def test_minilm_matches_by_meaning_offline(services: Services) -> None:
-    _CACHE.rankers.clear()
+def test_minilm_matches_by_meaning_offline(services: Services, qualifying_flow: Callable[[str, str], FlowView]) -> None:
     model = pathway_embeddings_for(load_settings(pathway_embedding_model="minilm_l6_v2"))
     assert isinstance(model, MiniLMEmbedding)
     angina, dyspnea, taxes = model.embed(
@@ -65,7 +51,7 @@ def test_minilm_matches_by_meaning_offline(services: Services) -> None:
     )
     assert len(angina) == 384 and cosine(angina, dyspnea) > cosine(angina, taxes) + 0.2
     minilm = with_model(services, pathway_embedding_model="minilm_l6_v2")
-    seed(minilm, ["angina with shortness of breath", "filing a late tax return"])
+    seed(minilm, qualifying_flow, ["angina with shortness of breath", "filing a late tax return"])
     assert run_job("pathway_embedding_backfill", minilm)["embedded"] == 2
     ranked = PathwayLibrary(minilm).match("user:op", "user_question", "chest pain on exertion", 2).candidates
     assert [c.pathway.trigger_ref for c in ranked] == ["angina with shortness of breath", "filing a late tax return"]

@@ -12,8 +12,6 @@ import pytest
 
 from flowledger.jobs import run_job
 from flowledger.llm.ports import ModelTransportError
-from flowledger.pathways.library import _POINTERS
-from flowledger.pathways.matcher import _CACHE
 from flowledger.pathways.snapshot import pointer_key
 from flowledger.services import Services
 
@@ -21,13 +19,6 @@ WRITER = {"sub": "agent-researcher", "scope": "reasoning.write", "patient_id": "
 ADMIN = "arn:aws:sts::123456789012:assumed-role/operator/jane"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 Call = Callable[..., tuple[int, Any]]
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches() -> None:
-    """Each test is a new deployment: no snapshot or pointer carried over from another."""
-    _CACHE.rankers.clear()
-    _POINTERS.clear()
 
 
 @pytest.fixture
@@ -142,7 +133,6 @@ def test_matching_is_structural_first_then_blended_after_the_backfill(
         Bucket=services.aws.bucket_name("artifacts"), Key=pointer_key("hash_bucket_v1", "user_question")
     )
     assert json.loads(pointer["Body"].read())["count"] == 3
-    _CACHE.rankers.clear()
     after = match(call, "bench/run-1/case-1")
     assert after["snapshot_version"] is not None
     assert [c["reason"] for c in after["candidates"]] == [
@@ -251,7 +241,6 @@ def test_a_close_takes_maturity_and_recency_from_the_family(call: Call, services
     for _ in range(3):
         call("POST", f"/admin/v1/reasoning/pathways/{top}/hit")
     run_job("pathway_embedding_backfill", services)
-    _POINTERS.clear()
     _, later = flow(call, "chat/5")
     assert later["dimensions_snapshot"]["maturity"]["bucket"] == "high"  # a mature family
     assert later["dimensions_snapshot"]["recency"]["score"] == 7  # hit just now

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from datetime import datetime
 from typing import Annotated
 
@@ -19,6 +16,7 @@ from flowledger.ledger.audit import checkpoints_of
 from flowledger.ledger.checkpoints import Checkpoint
 from flowledger.ledger.events import AuditEvent, timestamp
 from flowledger.ledger.store import SubjectCursor
+from flowledger.store.cursors import decode_cursor, encode_cursor
 
 router = Router()
 
@@ -28,21 +26,10 @@ class EventsPage(BaseModel):
     next_cursor: str | None
 
 
-def _encode_cursor(position: list[object]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(position).encode()).decode()
-
-
-def _decode(cursor: str) -> object:
-    try:
-        return json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, TypeError, binascii.Error):
-        raise InvalidInput("cursor is not one this API returned") from None
-
-
 def _chain_cursor(cursor: str | None, chains: int) -> tuple[int, int]:
     if cursor is None:
         return 0, 0
-    match _decode(cursor):
+    match decode_cursor(cursor):
         case [int(chain_index), int(after_seq)] if 0 <= chain_index < chains and after_seq >= 0:
             return chain_index, after_seq
     raise InvalidInput("cursor is not one this API returned")
@@ -51,7 +38,7 @@ def _chain_cursor(cursor: str | None, chains: int) -> tuple[int, int]:
 def _subject_cursor(cursor: str | None) -> SubjectCursor | None:
     if cursor is None:
         return None
-    match _decode(cursor):
+    match decode_cursor(cursor):
         case [str(at), str(chain_id), int(seq)] if seq >= 1:
             return SubjectCursor(at, chain_id, seq)
     raise InvalidInput("cursor is not one this API returned")
@@ -71,7 +58,7 @@ def list_events(
     if subject:
         # A subject's events are spread over the chains; its index lists them in time order.
         found, resume = ledger.subject_page(subject, limit, action, since_text, _subject_cursor(cursor))
-        return EventsPage(events=found, next_cursor=_encode_cursor(list(resume)) if resume else None)
+        return EventsPage(events=found, next_cursor=encode_cursor(list(resume)) if resume else None)
     chains = ledger.chain_ids()
     filters = {"action": action} if action else {}
     chain_index, after_seq = _chain_cursor(cursor, len(chains))
@@ -80,7 +67,7 @@ def list_events(
         page, resume_after = ledger.query_page(chains[chain_index], after_seq, limit - len(events), filters, since_text)
         events += page
         if resume_after is not None:
-            return EventsPage(events=events, next_cursor=_encode_cursor([chain_index, resume_after]))
+            return EventsPage(events=events, next_cursor=encode_cursor([chain_index, resume_after]))
         chain_index, after_seq = chain_index + 1, 0
     return EventsPage(events=events, next_cursor=None)
 

@@ -26,6 +26,7 @@ from flowledger.errors import ConditionFailed, LedgerContention
 from flowledger.ledger.chain import GENESIS, Position
 from flowledger.ledger.events import AuditEntry, AuditEvent, seal
 from flowledger.store import items
+from flowledger.store.backoff import backoff_seconds
 from flowledger.store.paging import query_items
 
 MAX_ATTEMPTS = 8
@@ -111,7 +112,7 @@ class Ledger:
                     raise
                 self._forget(chain_id)
                 chain_id = self._move_writer(chain_id)
-                self._sleep(random.uniform(0, min(MAX_BACKOFF_SECONDS, BASE_BACKOFF_SECONDS * 2**attempt)))  # noqa: S311
+                self._sleep(backoff_seconds(attempt, BASE_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS))
                 continue
             self._remember(chain_id, Position(event.seq, event.hash))
             return event

@@ -26,6 +26,14 @@ QUALIFYING_CONFIDENCE = 0.9
 QUALIFYING_OUTCOMES = frozenset({"claim_created", "recommendation_delivered"})
 
 
+def min_confidence(flow: FlowView, steps: Sequence[dict[str, Any]]) -> float | None:
+    """The lowest confidence across the steps and the outcome (None when none carries one)."""
+    confidences = [s["confidence"] for s in steps if s.get("confidence") is not None]
+    if flow.outcome is not None and flow.outcome.confidence is not None:
+        confidences.append(flow.outcome.confidence)
+    return min(confidences, default=None)
+
+
 def disqualifier(flow: FlowView, steps: Sequence[dict[str, Any]]) -> str | None:
     """Why a closed flow does not become a pathway, or None when it does (pure)."""
     if flow.flow_state != "completed" or flow.outcome is None:
@@ -34,12 +42,10 @@ def disqualifier(flow: FlowView, steps: Sequence[dict[str, Any]]) -> str | None:
         return "outcome_type"
     if not flow.patient_safe_summary:
         return "unsafe_summary"
-    confidences = [s["confidence"] for s in steps if s.get("confidence") is not None]
-    if flow.outcome.confidence is not None:
-        confidences.append(flow.outcome.confidence)
-    if not confidences:
+    lowest = min_confidence(flow, steps)
+    if lowest is None:
         return "no_confidence"
-    if min(confidences) < QUALIFYING_CONFIDENCE:
+    if lowest < QUALIFYING_CONFIDENCE:
         return "low_confidence"
     if flow.dimensions_snapshot is None:
         return "no_dimensions"
@@ -49,7 +55,7 @@ def disqualifier(flow: FlowView, steps: Sequence[dict[str, Any]]) -> str | None:
 class PathwayExtractor:
     def __init__(self, services: Services) -> None:
         self._s = services
-        self._store = PathwayStore(services.aws.dynamodb, services.aws.table_name("pathways"))
+        self._store = PathwayStore.of(services)
 
     def extract(self, flow: FlowView, steps: Sequence[dict[str, Any]], actor: str) -> Extraction:
         """Create the flow's pathway if it qualifies (``reasoning.pathway.extracted`` or ``.skipped``)."""
@@ -60,9 +66,8 @@ class PathwayExtractor:
             return Extraction(pathway_id=None, created=False, disqualifier=reason)
         assert flow.outcome is not None and flow.dimensions_snapshot is not None
         now = timestamp(self._s.clock())
-        confidences = [s["confidence"] for s in steps if s.get("confidence") is not None]
-        if flow.outcome.confidence is not None:
-            confidences.append(flow.outcome.confidence)
+        lowest = min_confidence(flow, steps)
+        assert lowest is not None  # the qualifier checked it
         pathway = Pathway(
             pathway_id=pathway_id,
             seed_flow_id=flow.flow_id,
@@ -71,7 +76,7 @@ class PathwayExtractor:
             trigger_summary=flow.trigger_summary,
             outcome_type=flow.outcome.type,
             step_kinds=[s["step_kind"] for s in steps],
-            min_confidence=min(confidences),
+            min_confidence=lowest,
             seed_dimensions=flow.dimensions_snapshot,
             created_at=now,
             changed_at=now,

@@ -54,7 +54,7 @@ def backfill_job(services: Services) -> dict[str, int]:
 
 def _backfill(services: Services) -> dict[str, int]:
     model = services.pathway_embeddings
-    store = PathwayStore(services.aws.dynamodb, services.aws.table_name("pathways"))
+    store = PathwayStore.of(services)
     # The snapshot is "as of" before the scan: whatever changes during it is read as a change since.
     as_of = timestamp(services.clock())
     families: dict[str, SnapshotRows] = {}
@@ -62,7 +62,7 @@ def _backfill(services: Services) -> dict[str, int]:
     vectors: dict[str, bytes] = {}
     for item in store.scan():
         pathway, vector = to_pathway(item)
-        family = families.setdefault(pathway.trigger_type, SnapshotRows(model.name, pathway.trigger_type, 0))
+        family = families.setdefault(pathway.trigger_type, SnapshotRows(model.name, pathway.trigger_type))
         if not pathway.active:
             continue
         if vector is None or pathway.embedding_model != model.name:
@@ -83,10 +83,9 @@ def _backfill(services: Services) -> dict[str, int]:
             if _store_embedding(services, store, pathway, model.name, packed):
                 embedded += 1
             vectors[pathway.pathway_id] = packed
-    snapshots = SnapshotStore(services.aws.s3, services.aws.bucket_name("artifacts"))
+    snapshots = SnapshotStore.of(services)
     for family in families.values():
         family.vectors = [vectors.get(pathway_id) for pathway_id in family.ids]
-        family.dims = next((len(v) // 4 for v in family.vectors if v is not None), 0)
         version = new_id("sv")
         snapshots.publish(family, version, as_of)
         services.ledger.append(
@@ -145,7 +144,7 @@ def _decay(services: Services) -> dict[str, int]:
     stale_before = timestamp(now - timedelta(days=settings.pathway_stale_days))
     cold_reason = f"cold_no_hits_{settings.pathway_cold_days}d"
     stale_reason = f"stale_no_recent_hits_{settings.pathway_stale_days}d"
-    store = PathwayStore(services.aws.dynamodb, services.aws.table_name("pathways"))
+    store = PathwayStore.of(services)
     counts = {"scanned": 0, "demoted_cold": 0, "demoted_stale": 0}
     for item in store.scan():
         pathway, _ = to_pathway(item)

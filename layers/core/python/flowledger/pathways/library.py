@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-import time
+import heapq
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -19,17 +18,14 @@ from flowledger.reasoning.dimensions import AXES, NEUTRAL
 from flowledger.services import Services
 
 POSITIVE_AXES = tuple(axis for axis in AXES if axis != "risk")
-POINTER_TTL_SECONDS = 60.0
-_POINTERS: dict[tuple[str, str, str], tuple[dict[str, Any] | None, float]] = {}
-_POINTERS_LOCK = threading.Lock()
 TOP_HITS = 5
 
 
 class PathwayLibrary:
     def __init__(self, services: Services) -> None:
         self._s = services
-        self.store = PathwayStore(services.aws.dynamodb, services.aws.table_name("pathways"))
-        self.snapshots = SnapshotStore(services.aws.s3, services.aws.bucket_name("artifacts"))
+        self.store = PathwayStore.of(services)
+        self.snapshots = SnapshotStore.of(services)
 
     def matcher(self) -> PathwayMatcher:
         return PathwayMatcher(self.store, self.snapshots, self._s.pathway_embeddings, self._s.clock)
@@ -84,8 +80,8 @@ class PathwayLibrary:
         by_type: Counter[str] = Counter()
         high_hits: Counter[str] = Counter()
         families: set[str] = set()
-        top: list[TopHit] = []
-        for item in self._scan_summary():
+        hit: list[tuple[int, str, str]] = []  # (hits, id, trigger type) of every pathway reused at least once
+        for item in self.store.scan("pathway_id, trigger_type, demoted_at, hit_count, embedding_model"):
             total += 1
             trigger_type = item["trigger_type"]["S"]
             families.add(trigger_type)
@@ -99,8 +95,8 @@ class PathwayLibrary:
             if "embedding_model" in item:
                 embedded += 1
                 by_model[item["embedding_model"]["S"]] += 1
-            top.append(TopHit(pathway_id=item["pathway_id"]["S"], trigger_type=trigger_type, hit_count=hits))
-        top.sort(key=lambda t: (-t.hit_count, t.pathway_id))
+            if hits:
+                hit.append((hits, item["pathway_id"]["S"], trigger_type))
         return Stats(
             total=total,
             active=active,
@@ -109,7 +105,10 @@ class PathwayLibrary:
             by_trigger_type=dict(sorted(by_type.items())),
             maturity_by_trigger_type={f: maturity_of(by_type[f], high_hits[f]) for f in sorted(families)},
             demoted=demoted,
-            top_hits=[t for t in top[:TOP_HITS] if t.hit_count > 0],
+            top_hits=[
+                TopHit(pathway_id=pathway_id, trigger_type=trigger_type, hit_count=hits)
+                for hits, pathway_id, trigger_type in heapq.nsmallest(TOP_HITS, hit, key=lambda h: (-h[0], h[1]))
+            ],
         )
 
     def read_stats(self, actor: str) -> Stats:
@@ -121,18 +120,6 @@ class PathwayLibrary:
             {"total": stats.total, "active": stats.active, "embedded": stats.embedded},
         )
         return stats
-
-    def _scan_summary(self) -> Any:
-        request: dict[str, Any] = {
-            "TableName": self.store.table,
-            "ProjectionExpression": "pathway_id, trigger_type, demoted_at, hit_count, embedding_model",
-        }
-        while True:
-            response = self._s.aws.dynamodb.scan(**request)
-            yield from response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def compare(self, actor: str, first_id: str, second_id: str) -> Comparison:
         """Two pathways' radars side by side: deltas ranked by size and the dominant pick, with why."""
@@ -149,20 +136,9 @@ class PathwayLibrary:
         return comparison
 
     def family_axes(self, trigger_type: str, now: datetime) -> tuple[int, int]:
-        """Maturity and Recency of a family for a flow's radar, from its latest snapshot's aggregates.
-
-        The pointer is cached per process for ``POINTER_TTL_SECONDS``: a close pays for it at most
-        that often, and the aggregates are as fresh as the hourly snapshot anyway.
-        """
-        model = self._s.settings.pathway_embedding_model.value
-        key = (self.snapshots.bucket, model, trigger_type)
-        with _POINTERS_LOCK:
-            cached = _POINTERS.get(key)
-        if cached is None or time.monotonic() - cached[1] > POINTER_TTL_SECONDS:
-            cached = (self.snapshots.pointer(model, trigger_type), time.monotonic())
-            with _POINTERS_LOCK:
-                _POINTERS[key] = cached
-        pointer = cached[0]
+        """Maturity and Recency of a family for a flow's radar, from its latest snapshot's aggregates
+        (the pointer the matcher uses too, cached per process: as fresh as the hourly snapshot anyway)."""
+        pointer = self.snapshots.pointer(self._s.settings.pathway_embedding_model.value, trigger_type)
         if pointer is None:
             return NEUTRAL, NEUTRAL  # no pathway evidence either way yet
         maturity = family_maturity_score(pointer["count"], pointer["high_hits"])

@@ -128,8 +128,9 @@ class Ranker:
 
         overrides = overrides or {}
         shortlist: set[int] = self._special_rows(query_ref)
-        if not overrides and not shortlist and not self._unembedded_count and query is not None and self.ids:
-            fast = self._rank_by_cosine(query, limit)
+        cosines: np.ndarray | None = self.matrix @ query if query is not None and self.ids else None
+        if cosines is not None and not overrides and not shortlist and not self._unembedded_count:
+            fast = self._rank_by_cosine(cosines, limit)
             if fast is not None:
                 return fast
         skipped = {self.row_of[p] for p in overrides if p in self.row_of}
@@ -137,9 +138,7 @@ class Ranker:
         if self._unembedded_count:
             shortlist.update(self._unembedded_by_hits[:width].tolist())
         known: dict[int, float] = {}  # row -> cosine, for the rows the partition already picked
-        cosines: np.ndarray | None = None
-        if query is not None and self.ids:
-            cosines = self.matrix @ query
+        if cosines is not None:
             known = dict(zip(*self._best(cosines, width), strict=True))
             if min(known.values()) <= 0.0:
                 # Fewer than `width` candidates have a positive cosine: the rest all score the same
@@ -170,11 +169,10 @@ class Ranker:
         scored.sort(key=_rank_order)
         return scored[:limit]
 
-    def _rank_by_cosine(self, query: np.ndarray, limit: int) -> list[Ranked] | None:
+    def _rank_by_cosine(self, cosines: np.ndarray, limit: int) -> list[Ranked] | None:
         """The common case, with the same result as the general path: every candidate is embedded
         and only trigger-type related, so its score is a fixed share plus 0.7 x its cosine. None
         when some of the best have no positive cosine (ties by hit count need the general path)."""
-        cosines = self.matrix @ query
         if limit >= len(cosines):
             return None
         best, values = self._best(cosines, limit)

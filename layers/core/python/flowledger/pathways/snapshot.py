@@ -4,21 +4,29 @@ One object per version: a magic line, a 4-byte header length, a JSON header (ids
 counts, family aggregates) and the float32 matrix, row-major, little-endian, unit-length rows
 (zeros for a pathway without a vector of the snapshot's model). A small ``latest.json`` beside the
 versions names the current one, so a matcher checks one tiny object to learn whether to reload.
+Each process caches pointers for ``POINTER_TTL_SECONDS``; a publish refreshes its own entry.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flowledger.pathways.radar import HIGH_HITS
+from flowledger.pathways.store import pack_vector, unit, unpack_vector
+from flowledger.services import Services
 
 if TYPE_CHECKING:  # numpy loads with the first snapshot, not with the function
     import numpy as np
 
 MAGIC = b"FLPS1\n"
+POINTER_TTL_SECONDS = 30.0
+_POINTERS: dict[tuple[str, str, str], tuple[dict[str, Any] | None, float]] = {}  # (bucket, model, family)
+_POINTERS_LOCK = threading.Lock()
 PREFIX = "pathways/snapshots"
 
 
@@ -28,12 +36,16 @@ class SnapshotRows:
 
     model: str
     trigger_type: str
-    dims: int
     ids: list[str] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)
     hit_counts: list[int] = field(default_factory=list)
     last_activity: list[str] = field(default_factory=list)  # for the pointer's family aggregates
     vectors: list[bytes | None] = field(default_factory=list)  # packed float32, or None
+
+    @property
+    def dims(self) -> int:
+        """The model's width, read off the first vector (0 when the family has none)."""
+        return next((len(vector) // 4 for vector in self.vectors if vector is not None), 0)
 
 
 def snapshot_key(model: str, trigger_type: str, version: str) -> str:
@@ -61,14 +73,12 @@ def encode(rows: SnapshotRows, version: str, created_at: str) -> bytes:
     # Pad the header so the matrix starts on a 64-byte boundary: numpy's fast product needs aligned rows.
     head += b" " * (-(len(MAGIC) + 4 + len(head)) % 64)
     zeros = bytes(4 * rows.dims)
-    body = b"".join(_unit(vector, rows.dims) if vector is not None else zeros for vector in rows.vectors)
+    body = b"".join(_unit(vector) if vector is not None else zeros for vector in rows.vectors)
     return MAGIC + struct.pack("<I", len(head)) + head + body
 
 
-def _unit(packed: bytes, dims: int) -> bytes:
-    values = struct.unpack(f"<{dims}f", packed)
-    norm = sum(v * v for v in values) ** 0.5
-    return struct.pack(f"<{dims}f", *(v / norm for v in values)) if norm else packed
+def _unit(packed: bytes) -> bytes:
+    return pack_vector(unit(unpack_vector(packed)))
 
 
 def decode(blob: bytes) -> tuple[dict[str, Any], np.ndarray]:
@@ -92,6 +102,11 @@ class SnapshotStore:
         self._s3 = s3
         self.bucket = bucket
 
+    @classmethod
+    def of(cls, services: Services) -> SnapshotStore:
+        """The deployment's artifacts bucket."""
+        return cls(services.aws.s3, services.aws.bucket_name("artifacts"))
+
     def publish(self, rows: SnapshotRows, version: str, created_at: str) -> str:
         """Write a version, then point ``latest.json`` at it (with the family's aggregates for the radar)."""
         key = snapshot_key(rows.model, rows.trigger_type, version)
@@ -110,14 +125,24 @@ class SnapshotStore:
             Body=json.dumps(pointer).encode(),
             ContentType="application/json",
         )
+        self._remember(rows.model, rows.trigger_type, pointer)
         return key
 
     def pointer(self, model: str, trigger_type: str) -> dict[str, Any] | None:
+        """The family's current pointer (None before its first snapshot), read at most every TTL."""
+        with _POINTERS_LOCK:
+            cached = _POINTERS.get((self.bucket, model, trigger_type))
+        if cached is not None and time.monotonic() - cached[1] < POINTER_TTL_SECONDS:
+            return cached[0]
         try:
             body = self._s3.get_object(Bucket=self.bucket, Key=pointer_key(model, trigger_type))["Body"].read()
         except self._s3.exceptions.NoSuchKey:
-            return None
-        pointer: dict[str, Any] = json.loads(body)
+            return self._remember(model, trigger_type, None)
+        return self._remember(model, trigger_type, json.loads(body))
+
+    def _remember(self, model: str, trigger_type: str, pointer: dict[str, Any] | None) -> dict[str, Any] | None:
+        with _POINTERS_LOCK:
+            _POINTERS[(self.bucket, model, trigger_type)] = (pointer, time.monotonic())
         return pointer
 
     def read(self, key: str) -> bytes:

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from flowledger.pathways.models import Pathway
+from flowledger.services import Services
 from flowledger.store import items
-from flowledger.store.paging import query_items
+from flowledger.store.paging import query_items, scan_items
 
 BATCH_GET = 100
 
@@ -27,6 +28,12 @@ def unpack_vector(blob: bytes) -> list[float]:
     return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
+def unit(vector: Sequence[float]) -> list[float]:
+    """The vector scaled to length 1 (an all-zero vector stays as it is)."""
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector] if norm else list(vector)
+
+
 def to_pathway(item: dict[str, Any]) -> tuple[Pathway, bytes | None]:
     """A stored item as a pathway and its packed vector (None when not embedded)."""
     values = items.from_item(item)
@@ -38,6 +45,11 @@ class PathwayStore:
     def __init__(self, dynamodb: Any, table_name: str) -> None:
         self._db = dynamodb
         self.table = table_name
+
+    @classmethod
+    def of(cls, services: Services) -> PathwayStore:
+        """The deployment's pathways table."""
+        return cls(services.aws.dynamodb, services.aws.table_name("pathways"))
 
     def get(self, pathway_id: str) -> tuple[Pathway, bytes | None] | None:
         item = self._db.get_item(TableName=self.table, Key=_key(pathway_id), ConsistentRead=True).get("Item")
@@ -59,15 +71,12 @@ class PathwayStore:
                 pending = response.get("UnprocessedKeys") or {}
         return found
 
-    def scan(self) -> Iterator[dict[str, Any]]:
-        """Every stored item, page by page."""
+    def scan(self, projection: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every stored item (only the ``projection`` attributes, when given), page by page."""
         request: dict[str, Any] = {"TableName": self.table}
-        while True:
-            response = self._db.scan(**request)
-            yield from response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        if projection:
+            request["ProjectionExpression"] = projection
+        return scan_items(self._db, request)
 
     def changed_since(self, trigger_type: str, since: str) -> list[str]:
         """Ids of a family's pathways changed after ``since`` (created, hit, embedded or demoted)."""

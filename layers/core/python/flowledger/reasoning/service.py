@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import logging
@@ -41,6 +39,7 @@ from flowledger.reasoning.models import (
 )
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.cursors import decode_cursor, encode_cursor
 from flowledger.store.paging import query_items
 from flowledger.store.ratelimit import hit_rate_limit
 
@@ -511,14 +510,11 @@ def _step_bucket(count: int) -> str:
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(items.from_item(key)).encode()).decode()
+    return encode_cursor(items.from_item(key))
 
 
 def _decode_cursor(cursor: str, trace_id: str) -> dict[str, Any]:
-    try:
-        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, binascii.Error):
-        raise InvalidInput("cursor is not one this API returned") from None
+    key = decode_cursor(cursor)
     if (
         not isinstance(key, dict)
         or key.get("trace_id") != trace_id

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import random
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -33,6 +33,7 @@ from flowledger.research.models import (
 from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.backoff import backoff_seconds
 from flowledger.store.paging import query_items
 
 CANDIDATES_PER_QUERY = 8
@@ -110,13 +111,11 @@ class Backlog:
             issued, _ = self._tickets.counter()
             entry, own, row = write(issued + 1)
             try:
-                self._s.ledger.append(
-                    entry, [*own, *self._tickets.issue_items(issued, row.request_id, _row_item(row), expires)]
-                )
+                self._s.ledger.append(entry, [*own, *self._tickets.issue_items(issued, _row_item(row), expires)])
             except ConditionFailed as failed:
                 if failed.index < len(own):
                     raise
-                time.sleep(random.uniform(0, 0.002 * 2**attempt))  # noqa: S311 - jitter
+                time.sleep(backoff_seconds(attempt, cap=0.002 * 2 ** (TICKET_ATTEMPTS - 1)))
                 continue
             return row
         raise BacklogContention("the backlog's ticket counter stayed contended; nothing was written, retry")
@@ -186,15 +185,7 @@ class Backlog:
             )
 
     def _oldest_pending(self, trigger_type: str | None, strategy: str | None, parked_only: bool) -> list[BacklogRow]:
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": "by_status",
-            "KeyConditionExpression": "#s = :pending",
-            "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {":pending": {"S": "pending"}},
-            "Limit": CANDIDATES_PER_QUERY,
-            "ScanIndexForward": True,
-        }
+        request = self._by_status(BacklogStatus.PENDING) | {"Limit": CANDIDATES_PER_QUERY}
         filters = ["attribute_not_exists(ticket)"] if parked_only else []
         if trigger_type:
             filters.append("trigger_type = :t")
@@ -205,14 +196,8 @@ class Backlog:
             request["ExpressionAttributeValues"][":strategy"] = {"S": strategy}
         if filters:
             request["FilterExpression"] = " AND ".join(filters)
-        found: list[BacklogRow] = []
-        while not found:
-            response = self._db.query(**request)
-            found = [BacklogRow.model_validate(items.from_item(item)) for item in response.get("Items", [])]
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return found
+        matching = itertools.islice(query_items(self._db, request), CANDIDATES_PER_QUERY)
+        return [BacklogRow.model_validate(items.from_item(item)) for item in matching]
 
     def _dispatch(self, candidate: BacklogRow, actor: str) -> BacklogRow | None:
         request_id = candidate.request_id
@@ -335,7 +320,7 @@ class Backlog:
         """Dispatched rows older than the threshold go back to pending (retry + 1), or fail after the retries.
 
         Pending rows whose ticket was taken long ago without a dispatch (a consumer died between the
-        two, or left a row of another critic strategy) get a new ticket at the back of the queue.
+        two) get a new ticket at the back of the queue; parked rows have no ticket and are left alone.
         """
         settings = self._s.settings
         cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))
@@ -389,12 +374,11 @@ class Backlog:
     def _requeue(self, seen: BacklogRow, action: str, retry_count: int) -> None:
         """Put a row back at the back of the queue as pending, if it is still as ``seen``."""
         now = timestamp(self._s.clock())
-        expected: dict[str, Any]
+        expected: str | int | None
         if seen.status is BacklogStatus.DISPATCHED:
-            condition, expected = "#s = :was AND dispatched_at = :seen", {":seen": seen.dispatched_at}
-        else:  # a pending row: unless someone dispatched it or gave it another ticket meanwhile
-            condition = "#s = :was AND " + ("ticket = :seen" if seen.ticket else "attribute_not_exists(ticket)")
-            expected = {":seen": seen.ticket} if seen.ticket else {}
+            condition, expected = "#s = :was AND dispatched_at = :seen", seen.dispatched_at
+        else:  # a stranded pending row: unless someone dispatched it or gave it another ticket meanwhile
+            condition, expected = "#s = :was AND ticket = :seen", seen.ticket
 
         def write(ticket: int) -> tuple[AuditEntry, list[dict[str, Any]], BacklogRow]:
             row = seen.model_copy(
@@ -430,7 +414,7 @@ class Backlog:
                             ":retries": retry_count,
                             ":ticket": ticket,
                             ":now": now,
-                            **expected,
+                            ":seen": expected,
                         }
                     ),
                 }
@@ -453,15 +437,18 @@ class Backlog:
         )
         return BacklogRow.model_validate(items.from_item(item)) if item else None
 
-    def _rows(self, status: BacklogStatus) -> Iterator[BacklogRow]:
-        request: dict[str, Any] = {
+    def _by_status(self, status: BacklogStatus) -> dict[str, Any]:
+        """The query of the rows in one status, oldest first."""
+        return {
             "TableName": self._table,
             "IndexName": "by_status",
             "KeyConditionExpression": "#s = :s",
             "ExpressionAttributeNames": {"#s": "status"},
             "ExpressionAttributeValues": {":s": {"S": status.value}},
         }
-        for item in query_items(self._db, request):
+
+    def _rows(self, status: BacklogStatus) -> Iterator[BacklogRow]:
+        for item in query_items(self._db, self._by_status(status)):
             yield BacklogRow.model_validate(items.from_item(item))
 
     def view(self) -> BacklogView:

@@ -14,11 +14,12 @@ retention, and a dispatch deletes the slot of the row it flips.
 
 from __future__ import annotations
 
-import random
 import time
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from flowledger.store.backoff import backoff_seconds
 
 COUNTER = 0
 TAKE_ATTEMPTS = 6
@@ -34,7 +35,7 @@ class TicketQueue:
         item = self._db.get_item(TableName=self._table, Key=_key(COUNTER), ConsistentRead=True).get("Item", {})
         return int(item.get("issued", {}).get("N", "0")), int(item.get("taken", {}).get("N", "0"))
 
-    def issue_items(self, issued: int, request_id: str, row: dict[str, Any], expires_at: int) -> list[dict[str, Any]]:
+    def issue_items(self, issued: int, row: dict[str, Any], expires_at: int) -> list[dict[str, Any]]:
         """Transaction items issuing ticket ``issued + 1`` to a row: they fail if another ticket was issued since."""
         ticket = issued + 1
         return [
@@ -56,7 +57,6 @@ class TicketQueue:
                     "TableName": self._table,
                     "Item": {
                         **_key(ticket),
-                        "request_id": {"S": request_id},
                         "row": {"M": row},
                         "expires_at": {"N": str(expires_at)},
                     },
@@ -83,7 +83,7 @@ class TicketQueue:
                 if code != "TransactionConflictException" or attempt == TAKE_ATTEMPTS - 1:
                     raise
                 # An enqueue's transaction holds the counter for a moment; botocore does not retry this.
-                time.sleep(random.uniform(0, 0.002 * 2**attempt))  # noqa: S311 - jitter
+                time.sleep(backoff_seconds(attempt, cap=0.002 * 2 ** (TAKE_ATTEMPTS - 1)))
                 continue
             return int(response["Attributes"]["taken"]["N"])
         return None  # pragma: no cover - the loop returns or raises

@@ -1,4 +1,4 @@
-"""Every item of a DynamoDB query, page after page."""
+"""Every item of a DynamoDB query or scan, page after page."""
 
 from __future__ import annotations
 
@@ -8,9 +8,18 @@ from typing import Any
 
 def query_items(db: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The items ``request`` matches, following ``LastEvaluatedKey`` lazily (stop early to read less)."""
+    return _pages(db.query, request)
+
+
+def scan_items(db: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every item a ``Scan`` reads, following ``LastEvaluatedKey`` lazily."""
+    return _pages(db.scan, request)
+
+
+def _pages(call: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
     page = dict(request)
     while True:
-        response = db.query(**page)
+        response = call(**page)
         yield from response.get("Items", [])
         if "LastEvaluatedKey" not in response:
             return
