@@ -11,11 +11,11 @@ from typing import Any
 
 from ledger import Meter
 
-from flowledger.api.principals import Principal
 from flowledger.chat.models import ChatRequest
 from flowledger.chat.usecase import CancelToken
 from flowledger.chat.wiring import build_use_case
 from flowledger.config import load_settings
+from flowledger.identity import Principal
 from flowledger.llm.ports import JsonSchema, Message, Reply, ToolSpec
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer

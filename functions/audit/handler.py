@@ -1,6 +1,5 @@
 """Lambda entrypoint: admin reads of the audit ledger (/admin/v1/audit/...)."""
 
-from flowledger.api.app import rest_handler
-from flowledger.api.audit import router
+from flowledger.api.registry import capability_handler
 
-handler = rest_handler(router, service="audit")
+handler = capability_handler("audit")

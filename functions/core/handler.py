@@ -1,6 +1,5 @@
 """Lambda entrypoint: core routes (/health, /api/me, /admin/v1/me)."""
 
-from flowledger.api.app import rest_handler
-from flowledger.api.core import router
+from flowledger.api.registry import capability_handler
 
-handler = rest_handler(router, service="core")
+handler = capability_handler("core")

@@ -1,8 +1,5 @@
 """Lambda entrypoint: reasoning flows and the pathway library (/api/reasoning/..., /admin/v1/reasoning/...)."""
 
-from flowledger.api.app import rest_handler
-from flowledger.api.pathways import router as pathways_router
-from flowledger.api.reasoning import router
-from flowledger.api.reasoning_admin import router as admin_router
+from flowledger.api.registry import capability_handler
 
-handler = rest_handler(router, admin_router, pathways_router, service="reasoning")
+handler = capability_handler("reasoning")

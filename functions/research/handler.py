@@ -1,6 +1,5 @@
 """Lambda entrypoint: the research backlog and claim triage admin routes."""
 
-from flowledger.api.app import rest_handler
-from flowledger.api.research import router
+from flowledger.api.registry import capability_handler
 
-handler = rest_handler(router, service="research")
+handler = capability_handler("research")

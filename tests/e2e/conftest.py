@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +32,21 @@ class RunningServer:
     port: int
     data_dir: DataDir
     process: subprocess.Popen[str]
+    log: Path  # the server's stdout and stderr (a file: a full pipe would block the server)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*FLOWLEDGER, *args], capture_output=True, text=True, timeout=60, check=False, env=clean_env()
         )
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 30) -> int:
+        """Stop the server as a user would (Ctrl-C by default); its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
 
 
 def clean_env() -> dict[str, str]:
@@ -45,17 +55,19 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    data_dir = tmp_path_factory.mktemp("e2e") / "data"
-    port = free_port()
-    process = subprocess.Popen(
-        [*FLOWLEDGER, "serve", "--port", str(port), "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=clean_env(),
-    )
+def launch_server(data_dir: Path, *args: str, port: int | None = None) -> RunningServer:
+    """Start ``flowledger serve`` and wait until ``/health`` answers (its functions are warm then)."""
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir.parent / f"serve-{port}.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [*FLOWLEDGER, "serve", "--port", str(port), "--data-dir", str(data_dir), *args],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=clean_env(),
+        )
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -65,12 +77,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         except httpx.TransportError:
             pass
         if process.poll() is not None or time.monotonic() > deadline:
-            output = process.stdout.read() if process.stdout else ""
             process.kill()
-            pytest.fail(f"flowledger serve did not come up:\n{output}")
+            pytest.fail(f"flowledger serve did not come up:\n{log.read_text()}")
         time.sleep(0.2)
-    running = RunningServer(base_url, port, DataDir(Path(data_dir)), process)
+    return RunningServer(base_url, port, DataDir(data_dir), process, log)
+
+
+@pytest.fixture(scope="session")
+def launch() -> Callable[..., RunningServer]:
+    """``launch(data_dir, *serve_args)``: a server of the test's own, for tests that stop or fill one."""
+    return launch_server
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    running = launch_server(tmp_path_factory.mktemp("e2e") / "data")
     yield running
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+    running.stop()

@@ -219,9 +219,8 @@ def test_the_research_sdk_drives_the_backlog_through_signed_calls(server: Any) -
 
 def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
     # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
-    server.process.send_signal(signal.SIGINT)
-    assert server.process.wait(timeout=30) == 0
-    output = server.process.stdout.read()
+    assert server.stop(signal.SIGINT) == 0
+    output = server.output()
     assert "dev token" in output and "flowledger: stopped" in output
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{server.base_url}/health", timeout=2)

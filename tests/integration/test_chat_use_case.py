@@ -430,7 +430,7 @@ async def test_last_run_is_fallback_failed_or_cancelled(services: Services, scri
 
 
 async def test_with_capture_enabled_each_run_records_a_flow(services: Services, scripted_openai: Any) -> None:
-    from flowledger.api.principals import Principal
+    from flowledger.identity import Principal
     from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecorder
     from flowledger.reasoning.service import FlowService
 

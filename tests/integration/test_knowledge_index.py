@@ -1,14 +1,16 @@
-"""The knowledge index on moto: chunks, versions, PDF text, BM25 and the hybrid blend."""
+"""The knowledge index on moto: chunks, keys, versions, removal, PDF text, BM25 and the hybrid blend."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowledger.cli import main
-from flowledger.errors import InvalidInput
-from flowledger.knowledge.index import KnowledgeIndex, chunk_text, document_id_for
+from flowledger.errors import InvalidInput, NotFound
+from flowledger.knowledge.documents import chunk_text, document_id_for, source_name_for
+from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.embeddings import HashBucketEmbedding, OpenAIEmbedding
 from flowledger.services import Services
 
@@ -53,15 +55,103 @@ def test_documents_are_ranked_with_bm25_and_missing_topics_have_no_evidence(serv
 def test_adding_a_document_again_makes_a_new_version_and_drops_stale_chunks(services: Services) -> None:
     index = KnowledgeIndex(services)
     long_text = "# Old\n\n" + "\n\n".join("Paragraph about zebras " + "z " * 400 for _ in range(4))
-    assert index.add_document("notes.md", long_text.encode())["version"] == 1
-    again = index.add_document("notes.md", b"# New\n\nNow the notes are about giraffes.")
-    assert (again["version"], again["chunks"]) == (2, 1)
+    assert index.add_document("notes.md", long_text.encode()).document.version == 1
+    again = index.add_document("notes.md", b"# New\n\nNow the notes are about giraffes.").document
+    assert (again.version, again.chunks) == (2, 1)
     assert index.lookup("zebras").evidence == "NO_EVIDENCE"  # another process sees the change too
     assert KnowledgeIndex(services).lookup("giraffes").documents[0].version == 2
     body = services.aws.s3.get_object(
         Bucket=services.aws.bucket_name("documents"), Key=f"documents/{document_id_for('notes.md')}/v2/notes.md"
     )["Body"].read()
     assert b"giraffes" in body
+
+
+def knowledge_items(services: Services) -> list[dict[str, Any]]:
+    return services.aws.dynamodb.scan(TableName=services.aws.table_name("knowledge"))["Items"]  # type: ignore[no-any-return]
+
+
+def body_versions(services: Services, document_id: str) -> list[dict[str, Any]]:
+    listed = services.aws.s3.list_object_versions(
+        Bucket=services.aws.bucket_name("documents"), Prefix=f"documents/{document_id}/"
+    )
+    return [*listed.get("Versions", []), *listed.get("DeleteMarkers", [])]
+
+
+def test_identical_bytes_are_not_a_new_version_and_write_nothing(services: Services) -> None:
+    index = KnowledgeIndex(services)
+    first = index.add_document("notes.md", b"# Notes\n\nAbout giraffes.")
+    before = knowledge_items(services)
+    again = index.add_document("notes.md", b"# Notes\n\nAbout giraffes.")
+    assert (again.new_version, again.document) == (False, first.document)
+    assert knowledge_items(services) == before  # not even the corpus version moved
+    assert len(body_versions(services, first.document.document_id)) == 1
+    changed = index.add_document("notes.md", b"# Notes\n\nAbout zebras.")
+    assert (changed.new_version, changed.document.version) == (True, 2)
+
+
+def test_seeding_the_demo_documents_again_makes_no_new_versions(services: Services) -> None:
+    from flowledger.local.devserver import seed_demo_documents  # the dev server seeds at every start
+
+    seeded = seed_demo_documents(services)
+    before = KnowledgeIndex(services).list_documents()
+    assert seed_demo_documents(services) == seeded == len(before) > 0
+    assert KnowledgeIndex(services).list_documents() == before
+    assert {document.version for document in before} == {1}
+
+
+def test_another_embedding_model_indexes_the_same_bytes_again(services: Services) -> None:
+    KnowledgeIndex(services).add_document("a.md", b"# A\n\nledger checkpoints")
+    again = KnowledgeIndex(services, embeddings=HashBucketEmbedding()).add_document(
+        "a.md", b"# A\n\nledger checkpoints"
+    )
+    assert (again.new_version, again.document.embedding_model) == (True, HashBucketEmbedding.name)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("a/ops.md", "a/ops.md"),
+        ("./a/../a/ops.md", "a/ops.md"),
+        ("/work/docs/b/ops.md", "b/ops.md"),
+        ("../elsewhere/ops.md", "/work/elsewhere/ops.md"),
+        ("/srv/ops.md", "/srv/ops.md"),
+    ],
+)
+def test_source_names_are_the_normalised_path_relative_to_the_current_directory(given: str, expected: str) -> None:
+    assert source_name_for(given, Path("/work/docs")) == expected
+
+
+def test_the_same_file_name_in_two_folders_is_two_documents(services: Services) -> None:
+    index = KnowledgeIndex(services)
+    a = index.add_document("a/ops.md", b"# Ops A\n\nRestart the ledger.").document
+    b = index.add_document("b/ops.md", b"# Ops B\n\nRotate the keys.").document
+    assert a.document_id != b.document_id and (a.version, b.version) == (1, 1)
+    assert [(d.source_name, d.title) for d in index.list_documents()] == [("a/ops.md", "Ops A"), ("b/ops.md", "Ops B")]
+
+
+def test_removing_a_document_deletes_its_metadata_chunks_and_every_body_version(services: Services) -> None:
+    index = KnowledgeIndex(services)
+    kept = index.add_document("kept.md", b"# Kept\n\nAbout giraffes.").document
+    index.add_document("gone.md", b"# Gone\n\nAbout zebras.")
+    gone = index.add_document("gone.md", b"# Gone\n\n" + b"\n\n".join(b"zebras " * 100 for _ in range(3))).document
+    assert index.lookup("zebras").documents[0].document_id == gone.document_id
+    assert index.remove_document(gone.document_id) == gone
+    assert body_versions(services, gone.document_id) == []
+    assert not [item for item in knowledge_items(services) if gone.document_id in str(item)]
+    assert index.list_documents() == [kept] and len(body_versions(services, kept.document_id)) == 1
+    assert KnowledgeIndex(services).lookup("zebras").evidence == "NO_EVIDENCE"  # another process sees it too
+    assert index.lookup("zebras").evidence == "NO_EVIDENCE"
+
+
+def test_removing_an_unknown_or_malformed_id_writes_nothing(services: Services) -> None:
+    index = KnowledgeIndex(services)
+    index.add_document("kept.md", b"# Kept\n\nAbout giraffes.")
+    before = knowledge_items(services)
+    with pytest.raises(NotFound, match="no document doc_0000000000000000"):
+        index.remove_document("doc_0000000000000000")
+    with pytest.raises(InvalidInput, match="not a document id"):
+        index.remove_document("kept.md")
+    assert knowledge_items(services) == before
 
 
 def test_pdf_text_is_indexed(services: Services) -> None:

@@ -1,8 +1,14 @@
-"""The dev server's gateway: authentication per path prefix, and the mount slot for ASGI apps."""
+"""The dev server's gateway: routing, CORS, authentication, the proxy event and the mount slot.
+
+The REST functions are invoked in-process here (the real handlers, one at a time); the worker
+processes that ``serve`` uses are exercised by the end-to-end tests.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -11,17 +17,32 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from flowledger.api.app import build_resolver
-from flowledger.api.core import router as core_router
+from flowledger.api.access import Access
+from flowledger.api.registry import capability_handler, rest_routes
+from flowledger.api.routes import RouteSpec
 from flowledger.api.tokens import TokenVerifier, mint_token
-from flowledger.config import load_settings
 from flowledger.local.datadir import DataDir
-from flowledger.local.gateway import GatewayResolver, LocalGateway
+from flowledger.local.functions import LocalLambdaContext
+from flowledger.local.gateway import LocalGateway
 from flowledger.local.sigv4 import SigV4Verifier
-from flowledger.services import build_services
 
-pytestmark = [pytest.mark.usefixtures("clean_environment"), pytest.mark.anyio]
+pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.anyio]
 BASE = "http://gateway.test"
+CONSOLE = "http://console.test"
+ECHO_ROUTES = [RouteSpec("/api/chat", "POST", Access.JWT, "chat", "echo")]
+
+
+class InProcessFunctions:
+    """Calls the deployed handlers directly, one invocation at a time (as one Lambda environment)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = asyncio.Lock()
+
+    async def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
+        self.events.append(event)
+        async with self._lock:
+            return capability_handler(function)(event, LocalLambdaContext(function, "req"))  # type: ignore[arg-type]
 
 
 async def echo_context(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -45,13 +66,21 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def gateway(data_dir: DataDir, jwks_url: str) -> LocalGateway:
-    rest = build_resolver([core_router], GatewayResolver)
-    rest.append_context(services=build_services(load_settings()))
+def functions() -> InProcessFunctions:
+    return InProcessFunctions()
+
+
+@pytest.fixture
+def gateway(data_dir: DataDir, jwks_url: str, functions: InProcessFunctions) -> LocalGateway:
     gateway = LocalGateway(
-        rest, TokenVerifier(jwks_url, "flowledger-local", "flowledger"), SigV4Verifier(data_dir.admin_credentials())
+        routes=rest_routes(),
+        functions=functions,
+        tokens=TokenVerifier(jwks_url, "flowledger-local", "flowledger"),
+        sigv4=SigV4Verifier(data_dir.admin_credentials()),
+        cors_origins=frozenset({CONSOLE}),
+        pages={"/openapi.json": lambda: ("application/json", b"{}")},
     )
-    gateway.mount("/api/chat", echo_context)
+    gateway.mount("echo", echo_context, ECHO_ROUTES)
     return gateway
 
 
@@ -66,6 +95,15 @@ def bearer(data_dir: DataDir) -> str:
         scopes=["chat"],
     )
     return f"Bearer {token}"
+
+
+def signed(data_dir: DataDir, method: str, path: str, body: bytes = b"") -> dict[str, str]:
+    credentials = data_dir.admin_credentials()
+    request = AWSRequest(method=method, url=f"{BASE}{path}", data=body)
+    SigV4Auth(
+        Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", credentials.region
+    ).add_auth(request)
+    return dict(request.headers)
 
 
 async def call(gateway: LocalGateway, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -85,11 +123,7 @@ async def test_mounted_app_gets_the_verified_principal_in_the_lwa_header(gateway
 async def test_a_forged_request_context_header_is_replaced(gateway: LocalGateway, bearer: str) -> None:
     forged = json.dumps({"authorizer": {"sub": "root", "scope": "chat documents"}})
     response = await call(
-        gateway,
-        "POST",
-        "/api/chat/x",
-        content=b"{}",
-        headers={"Authorization": bearer, "x-amzn-request-context": forged},
+        gateway, "POST", "/api/chat", content=b"{}", headers={"Authorization": bearer, "x-amzn-request-context": forged}
     )
     assert response.json()["context"]["authorizer"]["sub"] == "dana"
 
@@ -97,6 +131,7 @@ async def test_a_forged_request_context_header_is_replaced(gateway: LocalGateway
 async def test_mounted_client_routes_still_need_a_token(gateway: LocalGateway) -> None:
     response = await call(gateway, "POST", "/api/chat", content=b"{}")
     assert (response.status_code, response.json()["error"]) == (401, "unauthorized")
+    assert response.json()["request_id"] == response.headers["x-amzn-requestid"]
 
 
 async def test_rest_routes_read_the_same_context(gateway: LocalGateway, bearer: str) -> None:
@@ -105,10 +140,99 @@ async def test_rest_routes_read_the_same_context(gateway: LocalGateway, bearer: 
 
 
 async def test_signed_admin_call_reaches_the_route(gateway: LocalGateway, data_dir: DataDir) -> None:
-    credentials = data_dir.admin_credentials()
-    request = AWSRequest(method="GET", url=f"{BASE}/admin/v1/me")
-    SigV4Auth(
-        Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", credentials.region
-    ).add_auth(request)
-    response = await call(gateway, "GET", "/admin/v1/me", headers=dict(request.headers))
-    assert (response.status_code, response.json()["principal"]) == (200, credentials.principal_arn)
+    response = await call(gateway, "GET", "/admin/v1/me", headers=signed(data_dir, "GET", "/admin/v1/me"))
+    assert (response.status_code, response.json()["principal"]) == (200, data_dir.admin_credentials().principal_arn)
+
+
+async def test_the_function_gets_the_proxy_event_api_gateway_would_send(
+    gateway: LocalGateway, data_dir: DataDir, functions: InProcessFunctions
+) -> None:
+    path = "/admin/v1/reasoning/flows/fl_01ARZ3NDEKTSV4RRFFQ69G5FAV"
+    response = await call(gateway, "GET", f"{path}?a=1&a=2&b=", headers=signed(data_dir, "GET", f"{path}?a=1&a=2&b="))
+    assert response.status_code == 404  # no such flow: the route ran
+    event = functions.events[-1]
+    assert event["resource"] == "/admin/v1/reasoning/flows/{flow_id}"
+    assert event["pathParameters"] == {"flow_id": "fl_01ARZ3NDEKTSV4RRFFQ69G5FAV"}
+    assert event["multiValueQueryStringParameters"] == {"a": ["1", "2"], "b": [""]}
+    assert event["queryStringParameters"] == {"a": "2", "b": ""}
+    assert event["requestContext"]["identity"]["userArn"] == data_dir.admin_credentials().principal_arn
+    assert event["requestContext"]["requestId"] == response.headers["x-amzn-requestid"]
+
+
+async def test_an_undecodable_body_reaches_the_function_base64_encoded_and_is_a_400(
+    gateway: LocalGateway, data_dir: DataDir, functions: InProcessFunctions
+) -> None:
+    path = "/admin/v1/reasoning/research/backlog/next"
+    body = b'{"trigger_type": "\xff\xfe"}'
+    headers = {**signed(data_dir, "POST", path, body), "Content-Type": "application/json"}
+    response = await call(gateway, "POST", path, content=body, headers=headers)
+    assert (response.status_code, response.json()["error"]) == (400, "malformed_body")
+    assert functions.events[-1]["isBase64Encoded"] is True
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [("TRACE", "/health", "GET"), ("DELETE", "/api/me", "GET"), ("PUT", "/api/chat", "POST")],
+)
+async def test_a_known_path_with_another_method_is_405_with_allow(
+    gateway: LocalGateway, method: str, path: str, allow: str
+) -> None:
+    response = await call(gateway, method, path)
+    assert (response.status_code, response.json()["error"]) == (405, "method_not_allowed")
+    assert response.headers["allow"] == allow
+
+
+async def test_an_unknown_path_is_404_before_authentication(gateway: LocalGateway) -> None:
+    response = await call(gateway, "GET", "/api/nowhere")
+    assert (response.status_code, response.json()["error"]) == (404, "not_found")
+
+
+async def test_a_preflight_from_an_allowed_origin_needs_no_credentials(gateway: LocalGateway) -> None:
+    response = await call(
+        gateway,
+        "OPTIONS",
+        "/api/reasoning/flows/fl_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        headers={"Origin": CONSOLE, "Access-Control-Request-Method": "PATCH"},
+    )
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == CONSOLE
+    assert response.headers["access-control-allow-methods"] == "GET, PATCH"
+    assert "authorization" in response.headers["access-control-allow-headers"]
+
+
+async def test_a_preflight_from_another_origin_is_refused(gateway: LocalGateway) -> None:
+    response = await call(
+        gateway, "OPTIONS", "/api/me", headers={"Origin": "http://evil.test", "Access-Control-Request-Method": "GET"}
+    )
+    assert response.status_code == 403
+    assert "access-control-allow-origin" not in response.headers
+
+
+async def test_responses_to_an_allowed_origin_carry_cors_headers(gateway: LocalGateway, bearer: str) -> None:
+    allowed = await call(gateway, "GET", "/api/me", headers={"Authorization": bearer, "Origin": CONSOLE})
+    other = await call(gateway, "GET", "/api/me", headers={"Authorization": bearer, "Origin": "http://evil.test"})
+    assert allowed.headers["access-control-allow-origin"] == CONSOLE
+    assert "access-control-allow-origin" not in other.headers
+
+
+async def test_a_body_over_api_gateways_limit_is_413_before_authentication(gateway: LocalGateway) -> None:
+    response = await call(gateway, "POST", "/api/reasoning/flows", content=b"x" * (10 * 1024 * 1024 + 1))
+    assert (response.status_code, response.json()["error"]) == (413, "payload_too_large")
+
+
+async def test_each_request_is_logged_once_without_its_query_string(
+    gateway: LocalGateway, bearer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="flowledger.access"):
+        await call(gateway, "GET", "/api/me?patient=Jane+Doe", headers={"Authorization": bearer})
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowledger.access"]
+    assert len(lines) == 1
+    method, path, status, milliseconds, unit = lines[0].split()
+    assert (method, path, status, unit) == ("GET", "/api/me", "200", "ms")
+    assert float(milliseconds) >= 0
+    assert "Jane" not in lines[0] and "Bearer" not in lines[0]
+
+
+async def test_public_pages_are_served_by_the_gateway(gateway: LocalGateway) -> None:
+    response = await call(gateway, "GET", "/openapi.json")
+    assert (response.status_code, response.json()) == (200, {})

@@ -324,7 +324,7 @@ def test_access_matrix_denies_without_data(call: Call) -> None:
         query = {"trace_id": "trace-1"} if path.endswith("/flows") and method == "GET" else {}
         status, answer, _ = call(method, path, body, who, **query)
         assert status == expected, (method, path, who)
-        assert set(answer) == {"error", "message"}, answer
+        assert set(answer) == {"error", "message", "request_id"}, answer
 
 
 def test_narrative_reads_are_limited_to_30_per_5_minutes(call: Call) -> None:
@@ -377,3 +377,80 @@ def test_a_flow_closed_without_a_snapshot_gets_a_fresh_radar(call: Call, service
     assert status == 200
     radar = {axis["label"]: axis["score"] for axis in narrative["radar"]}
     assert radar["Confidence"] == 7 and radar["Established practice"] == 3
+
+
+def stored_items(services: Services) -> dict[str, int]:
+    """How many items each table holds: a refused request leaves every count as it was."""
+    dynamodb = services.aws.dynamodb
+    return {
+        name: dynamodb.scan(TableName=name, Select="COUNT")["Count"] for name in dynamodb.list_tables()["TableNames"]
+    }
+
+
+STEP = {"step_kind": "retrieval", "agent": "researcher", "summary_text": "Retrieved passages"}
+FLOW = {"trigger_type": "user_question", "trigger_ref": "chat/run-1", "trigger_summary": "Question about a lab trend"}
+OUTCOME = {"type": "recommendation_delivered", "summary": "Recommended a follow-up test"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "who", "location"),
+    [
+        ("POST", "/api/reasoning/flows/{flow}/steps", {**STEP, "confidence": False}, WRITER, ["confidence"]),
+        ("POST", "/api/reasoning/flows/{flow}/steps", {**STEP, "confidence": "0.5"}, WRITER, ["confidence"]),
+        ("POST", "/api/reasoning/flows/{flow}/steps", {**STEP, "latency_ms": 12.0}, WRITER, ["latency_ms"]),
+        ("POST", "/api/reasoning/flows/{flow}/steps", {**STEP, "latency_ms": "12"}, WRITER, ["latency_ms"]),
+        ("POST", "/api/reasoning/flows/{flow}/steps", {**STEP, "agent": 7}, WRITER, ["agent"]),
+        (
+            "POST",
+            "/api/reasoning/flows/{flow}/steps",
+            {**STEP, "inputs": {"q": "x"}, "pii_fields": {"inputs": [True]}},
+            WRITER,
+            ["pii_fields", "inputs", 0],
+        ),
+        (
+            "PATCH",
+            "/api/reasoning/flows/{flow}",
+            {"state": "completed", "outcome": {**OUTCOME, "confidence": False}},
+            WRITER,
+            ["outcome", "confidence"],
+        ),
+        ("PUT", "/api/reasoning/consent", {"reasoning_read": 0}, PATIENT, ["reasoning_read"]),
+        ("PUT", "/api/reasoning/consent", {"reasoning_read": "true"}, PATIENT, ["reasoning_read"]),
+        ("POST", "/api/reasoning/flows", {**FLOW, "trigger_ref": 5}, WRITER, ["trigger_ref"]),
+    ],
+    ids=[
+        "confidence-false",
+        "confidence-string",
+        "latency-float",
+        "latency-string",
+        "agent-number",
+        "pii-name-bool",
+        "outcome-confidence-false",
+        "consent-zero",
+        "consent-string",
+        "trigger-ref-number",
+    ],
+)
+def test_a_mistyped_field_is_422_naming_it_and_writes_nothing(
+    call: Call, services: Services, method: str, path: str, body: Any, who: dict[str, str], location: list[Any]
+) -> None:
+    flow_id = open_flow(call)
+    before = stored_items(services)
+    status, answer, _ = call(method, path.format(flow=flow_id), body, who)
+    assert status == 422, answer  # a lax field would have taken it (201/200)
+    assert answer["error"] == "validation_error"
+    assert [f["loc"] for f in answer["fields"]] == [["body", *location]]
+    assert stored_items(services) == before
+
+
+def test_an_integer_is_a_valid_confidence(call: Call) -> None:
+    flow_id = open_flow(call)
+    status, step = add_step(call, flow_id, confidence=1)
+    assert (status, step["confidence"]) == (201, 1.0)
+    status, closed, _ = call(
+        "PATCH",
+        f"/api/reasoning/flows/{flow_id}",
+        {"state": "completed", "outcome": {**OUTCOME, "confidence": 0}},
+        WRITER,
+    )
+    assert (status, closed["outcome"]["confidence"]) == (200, 0.0)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flowledger.api.principals import Principal
 from flowledger.config import load_settings
+from flowledger.identity import Principal
 from flowledger.jobs import run_job
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.reasoning.models import FlowStart

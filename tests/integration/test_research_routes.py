@@ -124,7 +124,7 @@ def test_claims_are_marked_once_listed_and_resolved_once(call: Call, services: S
     assert ("reasoning.claims_pending_review.resolved", ADMIN) in actions(services)
 
 
-def test_every_route_needs_an_iam_principal(call: Call) -> None:
+def test_every_route_needs_an_iam_principal_before_its_body_is_validated(call: Call) -> None:
     for method, path, body in [
         ("POST", "/admin/v1/reasoning/research/deeper-request", {}),
         ("POST", "/admin/v1/reasoning/research/backlog/next", {}),
@@ -132,8 +132,8 @@ def test_every_route_needs_an_iam_principal(call: Call) -> None:
         ("GET", "/admin/v1/reasoning/claims-pending-review", None),
     ]:
         status, answer = call(method, path, body, user_arn=None)
-        assert status in (403, 422) and set(answer) >= {"error", "message"}
-    assert call("GET", "/admin/v1/reasoning/research/backlog", user_arn=None)[0] == 403
+        # The empty deeper-request body breaks the schema, but an unsigned caller never learns that.
+        assert (status, answer["error"]) == (403, "forbidden") and "fields" not in answer
 
 
 def test_stale_sweep_recovers_then_fails_after_the_retries(services: Services) -> None:
@@ -173,3 +173,79 @@ def test_stale_sweep_recovers_then_fails_after_the_retries(services: Services) -
     assert recorded.count("reasoning.research.backlog.recovered") == 3
     assert recorded.count("reasoning.research.backlog.failed_after_retries") == 1
     assert recorded.count("memory.job.backlog_stale_sweep.completed") == 8
+
+
+def stored_items(services: Services) -> dict[str, int]:
+    """How many items each table holds: a refused request leaves every count as it was."""
+    dynamodb = services.aws.dynamodb
+    return {
+        name: dynamodb.scan(TableName=name, Select="COUNT")["Count"] for name in dynamodb.list_tables()["TableNames"]
+    }
+
+
+DEEPER = {
+    "idempotency_key": "key-typed-01",
+    "trigger_type": "user_question",
+    "trigger_ref": "ref/typed",
+    "reason": "weak_composite_k",
+    "question_framing": "Find stronger evidence for the claim.",
+}
+MISSING_ROW = "rq_" + "0" * 26
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "location"),
+    [
+        (
+            "POST",
+            "/admin/v1/reasoning/research/deeper-request",
+            {**DEEPER, "dispatched_from_backlog": 0},
+            ["dispatched_from_backlog"],
+        ),
+        (
+            "POST",
+            "/admin/v1/reasoning/research/deeper-request",
+            {**DEEPER, "dispatched_from_backlog": "false"},
+            ["dispatched_from_backlog"],
+        ),
+        (
+            "POST",
+            "/admin/v1/reasoning/research/deeper-request",
+            {**DEEPER, "question_framing": 42},
+            ["question_framing"],
+        ),
+        ("POST", "/admin/v1/reasoning/research/backlog/next", {"trigger_type": 1}, ["trigger_type"]),
+        ("POST", f"/admin/v1/reasoning/research/backlog/{MISSING_ROW}/complete", {"error": False}, ["error"]),
+        (
+            "POST",
+            "/admin/v1/reasoning/claims-pending-review",
+            {"claim_id": 42, "rejection_summary": "No support"},
+            ["claim_id"],
+        ),
+        ("PATCH", "/admin/v1/reasoning/claims-pending-review/claim-1", {"resolution": "resolved", "note": 5}, ["note"]),
+    ],
+    ids=[
+        "backlog-flag-zero",
+        "backlog-flag-string",
+        "framing-number",
+        "pull-number",
+        "error-bool",
+        "claim-number",
+        "note-number",
+    ],
+)
+def test_a_mistyped_field_is_422_naming_it_and_writes_nothing(
+    call: Call, services: Services, method: str, path: str, body: Any, location: list[Any]
+) -> None:
+    enqueue(call, "key-existing-1")
+    before = stored_items(services)
+    status, answer = call(method, path, body)
+    assert status == 422, answer  # a lax field would have taken it (201/200)
+    assert answer["error"] == "validation_error"
+    assert [f["loc"] for f in answer["fields"]] == [["body", *location]]
+    assert stored_items(services) == before
+
+
+def test_an_enum_field_still_takes_its_json_string(call: Call) -> None:
+    status, row = call("POST", "/admin/v1/reasoning/research/deeper-request", {**DEEPER, "reason": "operator_request"})
+    assert (status, row["reason"], row["dispatched_from_backlog"]) == (201, "operator_request", False)

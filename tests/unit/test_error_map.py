@@ -1,4 +1,8 @@
-"""Every route shares one error shape: {"error": code, "message": ...}."""
+"""Every route shares one error shape, and every request is screened before its schema is checked.
+
+The handler is the real Lambda entrypoint (``rest_handler``), so screening and the error map run
+exactly as deployed.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field
 
 from flowledger import errors
-from flowledger.api.app import build_resolver
+from flowledger.api.access import needs_scope
+from flowledger.api.app import rest_handler
 from flowledger.api.principals import require_scope
 from flowledger.config import load_settings
 from flowledger.services import build_services
@@ -25,7 +29,7 @@ class Payload(BaseModel):
     count: int
 
 
-@router.post("/api/things")
+@router.post("/api/things", security=needs_scope("documents"))
 def create_thing(payload: Payload) -> dict[str, Any]:
     return {"name": payload.name}
 
@@ -45,20 +49,26 @@ def crash() -> dict[str, Any]:
     raise RuntimeError("secret internals: patient 123-45-6789")
 
 
-@router.get("/api/scoped")
+@router.get("/api/scoped", security=needs_scope("reasoning.read"))
 def scoped() -> dict[str, Any]:
     principal = require_scope(router.current_event.raw_event, "reasoning.read")
     return {"sub": principal.id}
 
 
+CALLER = {"sub": "u1", "scope": "documents", "patient_id": ""}
+REQUEST_ID = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"  # the fixture event's requestContext.requestId
+
+
 @pytest.fixture
 def call(rest_event: Callable[..., dict[str, Any]], lambda_context: Any) -> Callable[..., tuple[int, Any]]:
-    app = build_resolver([router], APIGatewayRestResolver)
     services = build_services(load_settings(max_body_bytes=200))
+    handler = rest_handler(router, service="errors", services=lambda: services)
 
-    def invoke(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        app.append_context(services=services)
-        response = app.resolve(rest_event(method, path, **kwargs), lambda_context)
+    def invoke(method: str, path: str, raw: dict[str, Any] | None = None, **kwargs: Any) -> tuple[int, Any]:
+        kwargs.setdefault("authorizer", CALLER)
+        event = rest_event(method, path, **kwargs)
+        event.update(raw or {})
+        response = handler(event, lambda_context)
         return response["statusCode"], json.loads(response["body"])
 
     return invoke
@@ -84,6 +94,7 @@ def test_domain_errors_map_to_status_and_code(call: Any, kind: str, status: int,
                 "conflict": "thing closed",
                 "forbidden": "not yours",
             }[kind],
+            "request_id": REQUEST_ID,
         },
     )
 
@@ -106,7 +117,7 @@ def test_unexpected_errors_are_500_with_request_id_and_no_internals(call: Any) -
     status, body = call("GET", "/api/crash")
     assert status == 500
     assert body["error"] == "internal_error"
-    assert body["request_id"] == "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
+    assert body["request_id"] == REQUEST_ID
     assert "secret" not in json.dumps(body) and "123-45-6789" not in json.dumps(body)
 
 
@@ -123,5 +134,39 @@ def test_scoped_route_needs_its_scope(call: Any) -> None:
 
 
 def test_scoped_route_without_a_principal_is_401(call: Any) -> None:
-    status, body = call("GET", "/api/scoped")
+    status, body = call("GET", "/api/scoped", authorizer={})
     assert (status, body["error"]) == (401, "unauthorized")
+
+
+def test_a_wrong_scope_is_refused_before_the_body_is_validated(call: Any) -> None:
+    status, body = call("POST", "/api/things", body={"name": 7}, authorizer={"sub": "u1", "scope": "chat"})
+    assert (status, body["error"]) == (403, "forbidden")
+    assert "fields" not in body  # the caller learns nothing of the schema
+
+
+def test_an_over_limit_body_is_413_even_when_it_is_not_json(call: Any) -> None:
+    status, body = call("POST", "/api/things", body="[" * 300)
+    assert (status, body["error"], body["request_id"]) == (413, "payload_too_large", REQUEST_ID)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code"),
+    [
+        ({"body": "gP/+", "isBase64Encoded": True}, 400, "malformed_body"),  # not UTF-8
+        ({"body": "[" * 40 + "]" * 40}, 400, "malformed_body"),  # deeper than the limit
+        ({"body": '{"name": '}, 400, "malformed_body"),  # not JSON
+        ({"body": '{"name": "a", "count": 1}', "headers": {"Content-Type": "multipart/form-data"}}, 415, None),
+        ({"body": '{"name": "a", "count": 1}', "headers": {"Content-Type": "text/plain"}}, 415, None),
+    ],
+)
+def test_bodies_that_are_not_json_are_client_errors(
+    call: Any, raw: dict[str, Any], status: int, code: str | None
+) -> None:
+    got, body = call("POST", "/api/things", raw=raw, headers={"Content-Type": "application/json"})
+    assert got == status
+    assert body["error"] == (code or "unsupported_media_type") and body["request_id"] == REQUEST_ID
+
+
+def test_a_json_body_with_a_charset_is_accepted(call: Any) -> None:
+    raw = {"body": '{"name": "a", "count": 1}', "headers": {"Content-Type": "application/json; charset=utf-8"}}
+    assert call("POST", "/api/things", raw=raw) == (200, {"name": "a"})

@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     # Audit chains per deployment; fixed for a deployment's life (checkpoints fold every chain's head).
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
+    # Browser origins allowed to call the API (comma-separated), e.g. the console's.
+    cors_origins: str = Field("", validation_alias="FLOWLEDGER_CORS_ORIGINS")
 
     # Client authentication (JWT bearer verified against the issuer's JWKS)
     jwks_url: str | None = Field(None, validation_alias="FLOWLEDGER_JWKS_URL")
@@ -114,6 +116,11 @@ class Settings(BaseSettings):
     def data_key_id(self) -> str:
         """The KMS key that seals PII fields: the configured one, else the deployment's alias."""
         return self.kms_key_id or f"alias/{self.resource_prefix}-data"
+
+    @property
+    def cors_origin_list(self) -> frozenset[str]:
+        """The allowed browser origins, without blanks or trailing slashes."""
+        return frozenset(o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip())
 
     @property
     def uses_offline_model(self) -> bool:

@@ -79,6 +79,28 @@ class PayloadTooLarge(FlowledgerError):
     code = "payload_too_large"
 
 
+class MalformedBody(FlowledgerError):
+    """The body cannot be read as JSON at all: not UTF-8, not JSON, or nested too deep."""
+
+    code = "malformed_body"
+
+
+class UnsupportedMediaType(FlowledgerError):
+    """The body is not sent as ``application/json``."""
+
+    code = "unsupported_media_type"
+
+
+class MethodNotAllowed(FlowledgerError):
+    """The path exists but not with this method."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, allowed: list[str]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
 class RateLimited(FlowledgerError):
     """Too many requests in the current window; retry after ``retry_after_seconds``."""
 

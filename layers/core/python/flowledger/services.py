@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from flowledger.config import Settings, load_settings
 from flowledger.ledger.store import Ledger
 from flowledger.metrics import EmfMetrics, MetricsSink
-from flowledger.reasoning.envelope import FieldSealer
 from flowledger.store.aws import AwsClients
+from flowledger.store.envelope import FieldSealer
 
 if TYPE_CHECKING:
     from flowledger.llm.embeddings import EmbeddingModel

@@ -6,14 +6,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Response, Router
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Router
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from flowledger.api.errors import register_error_handlers
+from flowledger.api.errors import proxy_error, register_error_handlers
+from flowledger.api.routes import route_table
+from flowledger.api.screening import screen_request
 from flowledger.entrypoints import instrumented
-from flowledger.errors import PayloadTooLarge
+from flowledger.errors import FlowledgerError
 from flowledger.services import Services, bootstrap
 
 Resolver = TypeVar("Resolver", bound=ApiGatewayResolver)
@@ -27,32 +28,34 @@ def services_of(router: Router | ApiGatewayResolver) -> Services:
     return services
 
 
-def limit_body_size(app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """Reject bodies over the configured limit with 413 before any route parses them."""
-    body = app.current_event.body or ""
-    if len(body.encode()) > services_of(app).settings.max_body_bytes:
-        raise PayloadTooLarge(f"request body exceeds {services_of(app).settings.max_body_bytes} bytes")
-    return next_middleware(app)
-
-
 def build_resolver(routers: Sequence[Router], resolver: Callable[..., Resolver]) -> Resolver:
-    """A validating resolver with the error map, the body limit and the given routers."""
+    """A validating resolver with the error map and the given routers."""
     app = resolver(enable_validation=True)
     register_error_handlers(app)
-    app.use(middlewares=[limit_body_size])
     for router in routers:
         app.include_router(router)
     return app
 
 
-def rest_handler(*routers: Router, service: str) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
-    """The Lambda entrypoint of one REST capability."""
+def rest_handler(
+    *routers: Router, service: str, services: Callable[[], Services] | None = None
+) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """The Lambda entrypoint of one REST capability: screen the request, then resolve it.
+
+    ``services`` defaults to the function's ``bootstrap()`` (looked up per call, so tests can swap it).
+    """
 
     def build() -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
         app = build_resolver(routers, APIGatewayRestResolver)
+        routes = route_table(*routers, function=service)
 
         def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-            app.append_context(services=bootstrap())
+            current = services() if services is not None else bootstrap()
+            try:
+                screen_request(event, routes, current.settings.max_body_bytes)
+            except FlowledgerError as exc:
+                return proxy_error(exc, event)
+            app.append_context(services=current)
             return app.resolve(event, context)
 
         return resolve

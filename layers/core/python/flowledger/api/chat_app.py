@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import re
-import uuid
 from collections.abc import AsyncIterator, Callable
 from functools import cache
 from http import HTTPStatus
@@ -25,12 +24,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from flowledger.api.errors import status_for
-from flowledger.api.principals import Principal, require_scope
-from flowledger.chat.models import SESSION_PATTERN, ChatEvent, ChatRequest, ContentEvent, DoneEvent, ErrorEvent
+from flowledger.api.errors import error_body, request_id_of, status_for
+from flowledger.api.principals import require_scope
+from flowledger.api.screening import screen_body
+from flowledger.chat.models import (
+    RUN_PATTERN,
+    SESSION_PATTERN,
+    ChatEvent,
+    ChatRequest,
+    ChatResult,
+    ContentEvent,
+    DoneEvent,
+    ErrorDetail,
+    ErrorEvent,
+    StartEvent,
+    StatusEvent,
+)
 from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import CancelToken, ChatApplicationUseCase
-from flowledger.errors import FlowledgerError, InvalidInput, PayloadTooLarge
+from flowledger.errors import FlowledgerError, InvalidInput
+from flowledger.identity import Principal
 from flowledger.services import Services, bootstrap
 
 REQUEST_CONTEXT_HEADER = "x-amzn-request-context"
@@ -45,16 +58,21 @@ logger = logging.getLogger("flowledger.chat")
 _DONE = object()
 
 
-def _error(status: HTTPStatus, code: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message, **extra}, status_code=status.value)
-
-
-def _principal(request: Request) -> Principal:
+def _context(request: Request) -> dict[str, Any]:
     try:
         context = json.loads(request.headers.get(REQUEST_CONTEXT_HEADER, "{}"))
     except json.JSONDecodeError:
-        context = {}
-    return require_scope({"requestContext": context}, "chat")
+        return {}
+    return context if isinstance(context, dict) else {}
+
+
+def _error(request: Request, status: HTTPStatus, code: str, message: str, **extra: Any) -> JSONResponse:
+    request_id = request_id_of({"requestContext": _context(request)})
+    return JSONResponse(error_body(code, message, request_id, **extra), status_code=status.value)
+
+
+def _principal(request: Request) -> Principal:
+    return require_scope({"requestContext": _context(request)}, "chat")
 
 
 def sse_frame(event: ChatEvent) -> bytes:
@@ -63,17 +81,19 @@ def sse_frame(event: ChatEvent) -> bytes:
 
 def final_body(events: list[ChatEvent]) -> dict[str, Any]:
     """The JSON variant: the same outcome the stream ends with, as one object."""
-    body: dict[str, Any] = {"status_codes": [e.code for e in events if e.type == "status"]}
+    fields: dict[str, Any] = {"status_codes": [e.code for e in events if isinstance(e, StatusEvent)]}
     for event in events:
-        if event.type == "start":
-            body.update(session_id=event.session_id, run_id=event.run_id)
+        if isinstance(event, StartEvent):
+            fields.update(session_id=event.session_id, run_id=event.run_id)
         elif isinstance(event, ContentEvent):
-            body["content"] = event.content.model_dump()
+            fields["content"] = event.content
         elif isinstance(event, DoneEvent):
-            body.update(event.model_dump(exclude={"type"}))
+            fields.update(dict(event))
+            del fields["type"]
         elif isinstance(event, ErrorEvent):
-            body["error"] = {"code": event.code, "message": event.message}
-    return body
+            fields["error"] = ErrorDetail(code=event.code, message=event.message)
+    # Top-level fields a turn did not reach are left out; inside the content, null stays null.
+    return {k: v for k, v in ChatResult(**fields).model_dump(mode="json").items() if v is not None}
 
 
 def create_app(
@@ -92,20 +112,21 @@ def create_app(
     async def chat(request: Request) -> Response:
         principal = _principal(request)
         body = await request.body()
-        if len(body) > services().settings.max_body_bytes:
-            raise PayloadTooLarge(f"request body exceeds {services().settings.max_body_bytes} bytes")
+        screen_body(body, request.headers.get("content-type", ""), services().settings.max_body_bytes)
         try:
             chat_request = ChatRequest.model_validate_json(body)
         except ValidationError as exc:
             fields = [{"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]} for e in exc.errors()]
             return _error(
+                request,
                 HTTPStatus.UNPROCESSABLE_ENTITY,
                 "validation_error",
                 "the request does not match the schema",
                 fields=fields,
             )
         cancel = CancelToken()
-        events = turn().run(principal, chat_request, cancel)
+        # The run is created here, before any stream: a refusal (another user's session) is an HTTP status.
+        events = await run_in_threadpool(turn().run, principal, chat_request, cancel)
         if "application/json" in request.headers.get("accept", ""):
             collected: list[ChatEvent] = await run_in_threadpool(list, events)
             return JSONResponse(final_body(collected))
@@ -133,22 +154,21 @@ def create_app(
 
     async def cancel_run(request: Request) -> Response:
         principal = _principal(request)
-        run = await run_in_threadpool(RunStore(services()).cancel, principal.id, request.path_params["run_id"])
+        run_id = request.path_params["run_id"]
+        if not _matches(RUN_PATTERN, run_id):
+            raise InvalidInput("run_id is not a run id")
+        run = await run_in_threadpool(RunStore(services()).cancel, principal.id, run_id)
         return JSONResponse(run.model_dump(mode="json"))
 
     async def domain_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FlowledgerError)
-        return _error(status_for(exc), exc.code, exc.message)
+        return _error(request, status_for(exc), exc.code, exc.message)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
-        request_id = str(uuid.uuid4())
+        request_id = request_id_of({"requestContext": _context(request)})
         logger.exception("unhandled chat error", extra={"request_id": request_id})
-        return _error(
-            HTTPStatus.INTERNAL_SERVER_ERROR,
-            "internal_error",
-            "internal error; quote the request id when reporting it",
-            request_id=request_id,
-        )
+        message = "internal error; quote the request id when reporting it"
+        return _error(request, HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", message)
 
     return Starlette(
         routes=[

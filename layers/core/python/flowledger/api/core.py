@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel
 
+from flowledger.api.access import any_token
 from flowledger.api.principals import client_principal, iam_principal
 
 router = Router()
@@ -26,7 +27,7 @@ def health() -> Health:
     return Health(status="ok")
 
 
-@router.get("/api/me", summary="The bearer token's principal and scopes", tags=["core"])
+@router.get("/api/me", summary="The bearer token's principal and scopes", tags=["core"], security=any_token())
 def me() -> Me:
     principal = client_principal(router.current_event.raw_event)
     return Me(

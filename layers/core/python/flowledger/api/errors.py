@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
 from typing import Any
 
@@ -25,6 +26,9 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.NotFound: HTTPStatus.NOT_FOUND,
     errors.Conflict: HTTPStatus.CONFLICT,
     errors.PayloadTooLarge: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    errors.MalformedBody: HTTPStatus.BAD_REQUEST,
+    errors.UnsupportedMediaType: HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+    errors.MethodNotAllowed: HTTPStatus.METHOD_NOT_ALLOWED,
     errors.UnknownJob: HTTPStatus.NOT_FOUND,
     errors.LedgerContention: HTTPStatus.SERVICE_UNAVAILABLE,
     errors.BacklogContention: HTTPStatus.SERVICE_UNAVAILABLE,
@@ -41,53 +45,72 @@ def status_for(exc: errors.FlowledgerError) -> HTTPStatus:
     return HTTPStatus.BAD_REQUEST
 
 
-def error_response(
-    status: HTTPStatus, code: str, message: str, headers: dict[str, str] | None = None, **extra: Any
-) -> Response[Any]:
-    return Response(
-        status_code=status.value,
-        content_type=content_types.APPLICATION_JSON,
-        body={"error": code, "message": message, **extra},
-        headers=headers,
-    )
+def error_headers(exc: errors.FlowledgerError) -> dict[str, str] | None:
+    """The headers an error's status calls for (``Retry-After`` on 429, ``Allow`` on 405)."""
+    if isinstance(exc, errors.RateLimited):
+        return {"Retry-After": str(exc.retry_after_seconds)}
+    if isinstance(exc, errors.MethodNotAllowed):
+        return {"Allow": ", ".join(exc.allowed)}
+    return None
+
+
+def error_body(code: str, message: str, request_id: str, **extra: Any) -> dict[str, Any]:
+    """The one error shape every route answers with (documented as ``ErrorBody`` in the OpenAPI)."""
+    return {"error": code, "message": message, "request_id": request_id, **extra}
+
+
+def request_id_of(event: dict[str, Any]) -> str:
+    return str((event.get("requestContext") or {}).get("requestId") or "unknown")
+
+
+def proxy_error(exc: errors.FlowledgerError, event: dict[str, Any]) -> dict[str, Any]:
+    """A domain error as an API Gateway proxy response, for refusals made before the resolver runs."""
+    return {
+        "statusCode": status_for(exc).value,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, **(error_headers(exc) or {})},
+        "body": json.dumps(error_body(exc.code, exc.message, request_id_of(event))),
+        "isBase64Encoded": False,
+    }
 
 
 def register_error_handlers(app: ApiGatewayResolver) -> None:
     """Install the exception map on a resolver."""
 
+    def respond(
+        status: HTTPStatus, code: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+    ) -> Response[Any]:
+        return Response(
+            status_code=status.value,
+            content_type=content_types.APPLICATION_JSON,
+            body=error_body(code, message, request_id_of(app.current_event.raw_event), **extra),
+            headers=headers,
+        )
+
     @app.exception_handler(errors.FlowledgerError)
     def _domain(exc: errors.FlowledgerError) -> Response[Any]:
-        headers = {"Retry-After": str(exc.retry_after_seconds)} if isinstance(exc, errors.RateLimited) else None
-        return error_response(status_for(exc), exc.code, exc.message, headers)
+        return respond(status_for(exc), exc.code, exc.message, error_headers(exc))
 
     @app.exception_handler(RequestValidationError)
     def _validation(exc: RequestValidationError) -> Response[Any]:
         # Locations and messages only: the offending input may hold PHI, so it is never echoed.
         fields = [{"loc": list(e["loc"]), "type": e["type"], "msg": e.get("msg", "")} for e in exc.errors()]
-        return error_response(
+        return respond(
             HTTPStatus.UNPROCESSABLE_ENTITY, "validation_error", "the request does not match the schema", fields=fields
         )
 
     @app.exception_handler(RequestUnsupportedContentType)
     def _content_type(exc: RequestUnsupportedContentType) -> Response[Any]:
-        return error_response(
-            HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the body as application/json"
-        )
+        return respond(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send the body as application/json")
 
     @app.exception_handler(ServiceError)
     def _service(exc: ServiceError) -> Response[Any]:
         status = HTTPStatus(exc.status_code)
-        return error_response(
-            status, status.phrase.lower().replace(" ", "_"), str(exc.msg) if exc.msg else status.phrase
-        )
+        return respond(status, status.phrase.lower().replace(" ", "_"), str(exc.msg) if exc.msg else status.phrase)
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response[Any]:
-        request_id = (app.current_event.raw_event.get("requestContext") or {}).get("requestId", "unknown")
+        request_id = request_id_of(app.current_event.raw_event)
         logger.exception("unhandled error", extra={"request_id": request_id})
-        return error_response(
-            HTTPStatus.INTERNAL_SERVER_ERROR,
-            "internal_error",
-            "internal error; quote the request id when reporting it",
-            request_id=request_id,
+        return respond(
+            HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", "internal error; quote the request id when reporting it"
         )

@@ -55,7 +55,13 @@ def compare(body: CompareRequest) -> Comparison:
     "/admin/v1/reasoning/pathways/extract",
     summary="Extract a closed flow's pathway (idempotent)",
     tags=["pathways"],
-    responses={201: {"description": "created"}, 200: {"description": "already extracted, or not qualified"}},
+    responses={
+        201: {"description": "created", "content": {"application/json": {"model": Extraction}}},
+        200: {
+            "description": "already extracted, or not qualified",
+            "content": {"application/json": {"model": Extraction}},
+        },
+    },
 )
 def extract(body: ExtractRequest) -> Response[str]:
     actor = _actor()

@@ -6,23 +6,10 @@ locally the dev server's gateway fills it the same way after the same checks.
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel
+from typing import Any
 
 from flowledger.errors import Forbidden, Unauthenticated
-
-
-class Principal(BaseModel):
-    kind: Literal["user", "iam"]
-    id: str
-    scopes: frozenset[str] = frozenset()
-    patient_id: str | None = None
-
-    @property
-    def actor(self) -> str:
-        """How the audit ledger names this caller: the IAM ARN, or ``user:<sub>``."""
-        return self.id if self.kind == "iam" else f"user:{self.id}"
+from flowledger.identity import Principal
 
 
 def client_principal(event: dict[str, Any]) -> Principal:

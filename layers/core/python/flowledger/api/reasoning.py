@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.event_handler.api_gateway import Response, Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 
+from flowledger.api.access import needs_scope
 from flowledger.api.app import services_of
 from flowledger.api.principals import require_scope
 from flowledger.reasoning.models import (
@@ -39,7 +40,8 @@ def _json(status: int, body: Any) -> Response[str]:
     "/api/reasoning/flows",
     summary="Open a reasoning flow",
     tags=["reasoning"],
-    responses={201: {"description": "the new flow"}},
+    security=needs_scope("reasoning.write"),
+    responses={201: {"description": "the new flow", "content": {"application/json": {"model": FlowView}}}},
 )
 def start_flow(body: FlowStart) -> Response[str]:
     principal = require_scope(router.current_event.raw_event, "reasoning.write")
@@ -50,7 +52,8 @@ def start_flow(body: FlowStart) -> Response[str]:
     "/api/reasoning/flows/<flow_id>/steps",
     summary="Record a step",
     tags=["reasoning"],
-    responses={201: {"description": "the recorded step"}},
+    security=needs_scope("reasoning.write"),
+    responses={201: {"description": "the recorded step", "content": {"application/json": {"model": StepView}}}},
 )
 def add_step(flow_id: FlowId, body: StepCreate) -> Response[str]:
     principal = require_scope(router.current_event.raw_event, "reasoning.write")
@@ -58,7 +61,12 @@ def add_step(flow_id: FlowId, body: StepCreate) -> Response[str]:
     return _json(201, step)
 
 
-@router.patch("/api/reasoning/flows/<flow_id>", summary="Close a flow (once)", tags=["reasoning"])
+@router.patch(
+    "/api/reasoning/flows/<flow_id>",
+    summary="Close a flow (once)",
+    tags=["reasoning"],
+    security=needs_scope("reasoning.write"),
+)
 def close_flow(flow_id: FlowId, body: FlowClose) -> FlowView:
     principal = require_scope(router.current_event.raw_event, "reasoning.write")
     return _service().close_flow(principal, flow_id, body)
@@ -68,7 +76,11 @@ def close_flow(flow_id: FlowId, body: FlowClose) -> FlowView:
     "/api/reasoning/flows/<flow_id>",
     summary="A patient's narrative of their flow",
     tags=["reasoning"],
-    responses={200: {"description": "the narrative"}, 202: {"description": "still in progress"}},
+    security=needs_scope("reasoning.read"),
+    responses={
+        200: {"description": "the narrative", "content": {"application/json": {"model": Narrative}}},
+        202: {"description": "still in progress", "content": {"application/json": {"model": InProgress}}},
+    },
 )
 def patient_narrative(flow_id: FlowId) -> Response[str]:
     principal = require_scope(router.current_event.raw_event, "reasoning.read")
@@ -76,7 +88,12 @@ def patient_narrative(flow_id: FlowId) -> Response[str]:
     return _json(202 if isinstance(view, InProgress) else 200, view)
 
 
-@router.put("/api/reasoning/consent", summary="Opt in or out of reading your flows", tags=["reasoning"])
+@router.put(
+    "/api/reasoning/consent",
+    summary="Opt in or out of reading your flows",
+    tags=["reasoning"],
+    security=needs_scope("reasoning.read"),
+)
 def set_consent(body: ConsentChange) -> Consent:
     principal = require_scope(router.current_event.raw_event, "reasoning.read")
     return _service().set_consent(principal, body)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from flowledger.api import audit, core, pathways, reasoning, reasoning_admin, research
-from flowledger.api.access import Access, access_for
+from flowledger.api.app import rest_handler
+from flowledger.api.routes import RouteSpec, route_table
 
 # capability name -> its routers; the function folder is functions/<name>/.
 REST_CAPABILITIES: dict[str, tuple[Router, ...]] = {
@@ -19,22 +22,12 @@ REST_CAPABILITIES: dict[str, tuple[Router, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class RouteSpec:
-    path: str  # OpenAPI form, e.g. /api/reasoning/flows/{id}
-    method: str
-    access: Access
+@cache
+def rest_routes() -> tuple[RouteSpec, ...]:
+    """Every REST route of every capability, each naming the function that serves it."""
+    return tuple(r for name, routers in REST_CAPABILITIES.items() for r in route_table(*routers, function=name))
 
 
-def route_table(*routers: Router) -> list[RouteSpec]:
-    """Every route of the routers with the authentication that guards it (read from their OpenAPI)."""
-    app = APIGatewayRestResolver(enable_validation=True)
-    for router in routers:
-        app.include_router(router)
-    paths = app.get_openapi_schema().paths or {}
-    return [
-        RouteSpec(path=path, method=method.upper(), access=access_for(path))
-        for path, item in sorted(paths.items())
-        for method in ("get", "post", "put", "patch", "delete")
-        if getattr(item, method) is not None
-    ]
+def capability_handler(name: str) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """The Lambda handler of one REST capability: what ``functions/<name>/handler.py`` deploys."""
+    return rest_handler(*REST_CAPABILITIES[name], service=name)

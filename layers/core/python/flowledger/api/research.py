@@ -42,7 +42,10 @@ def _json(status: int, body: Any) -> Response[str]:
     "/admin/v1/reasoning/research/deeper-request",
     summary="Enqueue deeper research",
     tags=["research"],
-    responses={201: {"description": "queued"}, 200: {"description": "already queued with this key"}},
+    responses={
+        201: {"description": "queued", "content": {"application/json": {"model": BacklogRow}}},
+        200: {"description": "already queued with this key", "content": {"application/json": {"model": BacklogRow}}},
+    },
 )
 def enqueue(body: DeeperRequest) -> Response[str]:
     actor = _actor()
@@ -73,7 +76,10 @@ def backlog_view() -> BacklogView:
     "/admin/v1/reasoning/claims-pending-review",
     summary="Mark a claim for human triage",
     tags=["research"],
-    responses={201: {"description": "marked"}, 200: {"description": "already marked"}},
+    responses={
+        201: {"description": "marked", "content": {"application/json": {"model": ClaimEntry}}},
+        200: {"description": "already marked", "content": {"application/json": {"model": ClaimEntry}}},
+    },
 )
 def mark_claim(body: ClaimMark) -> Response[str]:
     entry, created = ClaimTriage(services_of(router)).mark(_actor(), body)

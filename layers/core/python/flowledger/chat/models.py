@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 SESSION_PATTERN = r"^ses_[0-9A-Z]{26}$"
+RUN_PATTERN = r"^run_[0-9A-Z]{26}$"
 MAX_QUERY_CHARS = 4000
 
 
@@ -47,8 +48,8 @@ class StatusCode(StrEnum):
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)]
-    session_id: Annotated[str, StringConstraints(pattern=SESSION_PATTERN)] | None = None
+    query: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_QUERY_CHARS)]
+    session_id: Annotated[str, StringConstraints(strict=True, pattern=SESSION_PATTERN)] | None = None
 
 
 class Reference(BaseModel):
@@ -119,3 +120,23 @@ class RunView(BaseModel):
 class RunPage(BaseModel):
     runs: list[RunView]
     next_cursor: str | None
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ChatResult(BaseModel):
+    """The JSON variant of a turn (``Accept: application/json``): what the stream would have ended with."""
+
+    status_codes: list[StatusCode]
+    session_id: str | None = None
+    run_id: str | None = None
+    content: PublicContent | None = None
+    status: RunStatus | None = None
+    intent: Intent | None = None
+    release_outcome: ReleaseOutcome | None = None
+    model: str | None = None
+    offline_model: bool | None = None
+    error: ErrorDetail | None = None

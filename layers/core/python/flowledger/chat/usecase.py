@@ -12,7 +12,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from flowledger.api.principals import Principal
 from flowledger.chat.executors import Budget, ExecutionFailed, Executor, TurnContext
 from flowledger.chat.models import (
     ChatEvent,
@@ -30,6 +29,7 @@ from flowledger.chat.models import (
 from flowledger.chat.previous_turn import previous_turn_from
 from flowledger.chat.router import IntentRouter, RoutingUnavailable
 from flowledger.chat.runs import RunStore
+from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.llm.ports import ChatModel
 from flowledger.reasoning.recorder import FlowHandle, NoOpRecorder, ReasoningFlowRecorder
@@ -76,13 +76,20 @@ class ChatApplicationUseCase:
     recorder: ReasoningFlowRecorder = field(default_factory=NoOpRecorder)
 
     def run(self, principal: Principal, request: ChatRequest, cancel: CancelToken) -> Iterator[ChatEvent]:
-        """Run one turn, yielding its events as they happen; recorded as a reasoning flow when enabled.
+        """Persist the turn's run, then return the generator of its events; recorded as a flow when enabled.
 
-        The flow's summaries are fixed texts: nothing the user or the model wrote goes into them.
+        The run is created before the first event, so a refusal (another user's session raises
+        :class:`Forbidden`) reaches the caller as an error before any stream starts. The flow's
+        summaries are fixed texts: nothing the user or the model wrote goes into them.
         """
         session_id = request.session_id or new_id("ses_")
         run_id = new_id("run_")
         started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
+        return self._events(session_id, run_id, started, request, cancel)
+
+    def _events(
+        self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken
+    ) -> Iterator[ChatEvent]:
         yield StartEvent(session_id=session_id, run_id=run_id)
         with self.recorder.flow(
             "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from flowledger.api.principals import Principal
 from flowledger.chat.executors import (
     DiagnosisExecutor,
     DiagnosisRelease,
@@ -14,6 +13,7 @@ from flowledger.chat.models import Intent
 from flowledger.chat.router import IntentRouter
 from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import ChatApplicationUseCase
+from flowledger.identity import Principal
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.factory import chat_model_for
 from flowledger.llm.ports import ChatModel

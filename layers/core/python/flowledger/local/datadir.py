@@ -3,6 +3,7 @@
 ``signing-key.pem``        RSA key of the local token issuer (``flowledger token`` signs with it)
 ``admin-credentials.json`` access key id, secret and region for SigV4-signed admin calls
 ``local.json``             base URL, embedded AWS endpoint, region, physical table and bucket names
+``aws-state.pickle``       the embedded store (tables, buckets, keys), saved at intervals and on shutdown
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from flowledger.errors import ConfigurationError
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_AUDIENCE = "flowledger"
 LOCAL_ISSUER = "flowledger-local"
+STATE_FILE = "aws-state.pickle"  # the embedded store's snapshot (local/moto_state.py)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ class DataDir:
     def _local_file(self) -> Path:
         return self.path / "local.json"
 
+    @property
+    def state_file(self) -> Path:
+        return self.path / STATE_FILE
+
     def ensure(self, region: str) -> None:
         """Create the directory, signing key and admin credentials if they are missing."""
         self.path.mkdir(parents=True, exist_ok=True)
@@ -89,6 +95,14 @@ class DataDir:
                 principal_arn=f"arn:aws:iam::{LOCAL_ACCOUNT}:user/flowledger-local-admin",
             )
             _write_private(self._credentials_file, json.dumps(asdict(credentials), indent=2).encode())
+
+    def reset(self) -> None:
+        """Forget everything: the store's saved state, the signing key (old tokens stop working),
+        the admin credentials and the endpoints. ``ensure`` makes new ones."""
+        for path in (self.state_file, self._key_file, self._credentials_file, self._local_file):
+            path.unlink(missing_ok=True)
+        for leftover in self.path.glob(f".{STATE_FILE}.*.tmp"):  # a snapshot a crash interrupted
+            leftover.unlink(missing_ok=True)
 
     def private_key_pem(self) -> bytes:
         if not self._key_file.exists():

@@ -1,27 +1,38 @@
-"""``flowledger serve``: every route, the embedded AWS endpoint and the scheduler in one process."""
+"""``flowledger serve``: every route, the embedded AWS endpoint and the scheduler in one process.
+
+REST requests run in worker processes on the handlers the functions deploy (``local/functions.py``);
+the chat app is mounted in this process as Lambda Web Adapter runs it; the embedded store is saved
+to the data directory at intervals and on shutdown, and restored at start.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import signal
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aws_lambda_powertools.event_handler import content_types
-from aws_lambda_powertools.event_handler.api_gateway import Response
+from aws_lambda_powertools.event_handler.openapi.swagger_ui.html import generate_swagger_html
 
 from flowledger import __version__
-from flowledger.api.app import build_resolver
 from flowledger.api.chat_app import create_app
-from flowledger.api.registry import REST_CAPABILITIES
+from flowledger.api.openapi import openapi_document
+from flowledger.api.registry import rest_routes
+from flowledger.api.routes import routes_of
 from flowledger.api.tokens import SCOPES, TokenVerifier, mint_token
 from flowledger.config import Settings, load_settings
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
-from flowledger.local.gateway import GatewayResolver, LocalGateway
+from flowledger.local.functions import FunctionPool, settings_environment
+from flowledger.local.gateway import LocalGateway
 from flowledger.local.moto_server import LockedMotoServer
+from flowledger.local.moto_state import DEFAULT_INTERVAL_SECONDS, PeriodicSnapshots, StateCounts
 from flowledger.local.scheduler import LocalScheduler
 from flowledger.local.sigv4 import SigV4Verifier
 from flowledger.services import Services, build_services
@@ -32,6 +43,12 @@ from flowledger.store.tables import BUCKETS, TABLES
 EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
 DEV_TOKEN_TTL_SECONDS = 12 * 3600
+# One execution environment per worker; the embedded store serialises requests anyway.
+DEFAULT_WORKERS = 4
+GRACEFUL_SHUTDOWN_SECONDS = 3
+_SWAGGER = Path(generate_swagger_html.__code__.co_filename).parent
+SWAGGER_JS = (_SWAGGER / "swagger-ui-bundle.min.js").read_text()
+SWAGGER_CSS = (_SWAGGER / "swagger-ui.min.css").read_text()
 
 
 @dataclass
@@ -41,28 +58,52 @@ class LocalStack:
     app: LocalGateway
     services: Services
     moto: LockedMotoServer
+    functions: FunctionPool
     scheduler: LocalScheduler
     endpoints: LocalEndpoints
+    snapshots: PeriodicSnapshots
+    state_file: Path
+    restored: StateCounts | None
 
     def stop(self) -> None:
+        """Stop the jobs and the functions, save the store one last time, then stop it."""
         self.scheduler.stop()
+        self.functions.stop()
+        self.snapshots.stop()
         self.moto.stop()
 
 
 def ensure_port_free(host: str, port: int) -> None:
     """Fail with one clear line before anything starts when the port is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: a port left in TIME_WAIT by a server that just stopped is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
             raise ConfigurationError(f"port {port} on {host} is already in use; pick another with --port") from None
 
 
-def start_local_stack(data_dir: Path, host: str, port: int, **settings_overrides: Any) -> LocalStack:
-    """Start the embedded AWS endpoint, create the declared resources and build the ASGI app."""
+def start_local_stack(
+    data_dir: Path,
+    host: str,
+    port: int,
+    *,
+    reset: bool = False,
+    workers: int = DEFAULT_WORKERS,
+    snapshot_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    **settings_overrides: Any,
+) -> LocalStack:
+    """Start the embedded AWS endpoint (restored from the data dir), the function workers and the gateway."""
     base_url = f"http://{host}:{port}"
+    directory = DataDir(data_dir)
+    if reset:
+        directory.reset()
+    state_file = directory.state_file
     moto = LockedMotoServer(host="127.0.0.1")
+    restored = moto.restore(state_file)
     aws_endpoint = moto.start()
+    functions: FunctionPool | None = None
     try:
         settings = load_settings(
             **{
@@ -70,14 +111,15 @@ def start_local_stack(data_dir: Path, host: str, port: int, **settings_overrides
                 "jwks_url": f"{base_url}/.well-known/jwks.json",
                 "jwt_issuer": LOCAL_ISSUER,
                 "jwt_audience": LOCAL_AUDIENCE,
+                "cors_origins": f"{base_url},http://localhost:{port}",
                 **settings_overrides,
             }
         )
-        directory = DataDir(data_dir)
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
         provision_all(services.aws, settings.aws_region, settings.data_key_id)
-        seed_demo_documents(services)
+        if restored is None:  # a restored store keeps what its user made of the demo documents
+            seed_demo_documents(services)
         endpoints = LocalEndpoints(
             base_url=base_url,
             aws_endpoint_url=aws_endpoint,
@@ -88,32 +130,57 @@ def start_local_stack(data_dir: Path, host: str, port: int, **settings_overrides
             buckets={b.name: services.aws.bucket_name(b.name) for b in BUCKETS},
         )
         directory.write_endpoints(endpoints)
-        app = _gateway(settings, services, directory)
+        functions = FunctionPool(_function_environment(settings), workers)
+        functions.start()
+        app = _gateway(settings, services, directory, functions)
         scheduler = LocalScheduler(JOBS, services)
+        snapshots = PeriodicSnapshots(moto, state_file, snapshot_interval_seconds)
     except BaseException:
+        if functions is not None:
+            functions.stop()
         moto.stop()
         raise
-    return LocalStack(app=app, services=services, moto=moto, scheduler=scheduler, endpoints=endpoints)
+    return LocalStack(
+        app=app,
+        services=services,
+        moto=moto,
+        functions=functions,
+        scheduler=scheduler,
+        endpoints=endpoints,
+        snapshots=snapshots,
+        state_file=state_file,
+        restored=restored,
+    )
 
 
-def _gateway(settings: Settings, services: Services, directory: DataDir) -> LocalGateway:
-    rest = build_resolver([r for routers in REST_CAPABILITIES.values() for r in routers], GatewayResolver)
-    rest.enable_swagger(path="/docs", title="Flowledger", version=__version__)
+def _function_environment(settings: Settings) -> dict[str, str]:
+    """What a function worker's ``bootstrap()`` reads: these settings and the embedded store's credentials."""
+    key_id, secret = EMBEDDED_CREDENTIALS
+    return {**settings_environment(settings), "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
 
-    @rest.get("/openapi.json", include_in_schema=False)
-    def openapi() -> Response[str]:
-        return Response(
-            200, content_types.APPLICATION_JSON, rest.get_openapi_json_schema(title="Flowledger", version=__version__)
-        )
 
-    # Startup context is copied into every request's context by HttpResolverLocal.
-    rest.append_context(services=services)
+def _gateway(settings: Settings, services: Services, directory: DataDir, functions: FunctionPool) -> LocalGateway:
+    document = openapi_document(__version__)
+    spec = json.dumps(document).encode()
+    docs = generate_swagger_html(
+        json.dumps(document), SWAGGER_JS, SWAGGER_CSS, swagger_base_url="", oauth2_config=None
+    ).encode()
+    jwks = json.dumps(directory.jwks()).encode()
     assert settings.jwks_url and settings.jwt_issuer
-    tokens = TokenVerifier(settings.jwks_url, settings.jwt_issuer, settings.jwt_audience)
-    sigv4 = SigV4Verifier(directory.admin_credentials())
-    jwks = directory.jwks()
-    gateway = LocalGateway(rest, tokens, sigv4, public_routes={"/.well-known/jwks.json": lambda: jwks})
-    gateway.mount("/api/chat", create_app(lambda: services))
+    gateway = LocalGateway(
+        routes=rest_routes(),
+        functions=functions,
+        tokens=TokenVerifier(settings.jwks_url, settings.jwt_issuer, settings.jwt_audience),
+        sigv4=SigV4Verifier(directory.admin_credentials()),
+        cors_origins=settings.cors_origin_list,
+        pages={
+            "/openapi.json": lambda: ("application/json", spec),
+            "/docs": lambda: ("text/html; charset=utf-8", docs),
+            "/.well-known/jwks.json": lambda: ("application/json", jwks),
+        },
+    )
+    chat_paths = {path: item for path, item in document["paths"].items() if path.startswith("/api/chat")}
+    gateway.mount("chat", create_app(lambda: services), routes_of(chat_paths, function="chat"))
     return gateway
 
 
@@ -139,23 +206,53 @@ def development_token(directory: DataDir) -> str:
     )
 
 
-def serve(data_dir: Path, host: str, port: int) -> None:
-    """Run the dev server until Ctrl-C."""
+def serve(data_dir: Path, host: str, port: int, *, reset: bool = False, workers: int = DEFAULT_WORKERS) -> None:
+    """Run the dev server until Ctrl-C or SIGTERM; in-flight requests get a few seconds to finish."""
     import uvicorn  # a dev dependency: never imported by a Lambda function
 
     ensure_port_free(host, port)
-    stack = start_local_stack(data_dir, host, port)
+    _log_requests()
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again under the previous handler:
+    # make that one unwind like Ctrl-C, so the store is saved and the workers are stopped below.
+    signal.signal(signal.SIGTERM, _interrupt)
+    stack = start_local_stack(data_dir, host, port, reset=reset, workers=workers)
     try:
-        _print_banner(stack, DataDir(data_dir))
+        _print_banner(stack, DataDir(data_dir), reset)
         stack.scheduler.start()
-        config = uvicorn.Config(stack.app, host=host, port=port, lifespan="off", log_level="warning")
-        uvicorn.Server(config).run()
+        stack.snapshots.start()
+        config = uvicorn.Config(
+            stack.app,
+            host=host,
+            port=port,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,  # the gateway logs each request itself, without query strings
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+        server = uvicorn.Server(config)
+        # A closed terminal (SIGHUP) stops the server as Ctrl-C does, so the store is saved.
+        signal.signal(signal.SIGHUP, lambda *_: server.handle_exit(signal.SIGTERM, None))
+        server.run()
     finally:
         stack.stop()
-        print("flowledger: stopped", flush=True)
+        print(f"flowledger: stopped; state saved to {stack.state_file}", flush=True)
 
 
-def _print_banner(stack: LocalStack, directory: DataDir) -> None:
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _log_requests() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    for name in ("flowledger.access", "flowledger.local"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
     settings = stack.services.settings
     credentials = directory.admin_credentials()
     model = (
@@ -163,10 +260,16 @@ def _print_banner(stack: LocalStack, directory: DataDir) -> None:
         if settings.uses_offline_model
         else f"{settings.chat_model} via the OpenAI API"
     )
+    if stack.restored is not None:
+        state = f"restored {stack.restored.describe()} from {stack.state_file}"
+    else:
+        state = f"{'reset: ' if reset else ''}started empty; saved to {stack.state_file} while running"
     lines = [
         f"flowledger {__version__} serving on {stack.endpoints.base_url}",
         f"  docs             {stack.endpoints.base_url}/docs  (OpenAPI: /openapi.json)",
         f"  embedded AWS     {stack.endpoints.aws_endpoint_url}  (tables and buckets in {directory.path}/local.json)",
+        f"  state            {state}",
+        f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
         f"  model            {model}",
         f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
         f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"

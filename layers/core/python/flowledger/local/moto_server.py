@@ -4,6 +4,9 @@ moto's DynamoDB checks a condition and then mutates without a lock, and werkzeug
 server runs requests concurrently, so two conditional writes can both succeed. Serialising the
 whole WSGI app behind one lock makes conditional writes behave as they do in DynamoDB; the dev
 server and every concurrency test use this server for that reason.
+
+The same lock makes snapshots of the store consistent: ``snapshot`` pickles the backends while no
+request is inside moto, and skips the file when no request that may write came in since the last one.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from moto.moto_server.werkzeug_app import (
@@ -20,20 +24,76 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from flowledger.local import moto_transactions
+from flowledger.local import moto_state, moto_transactions
+from flowledger.local.moto_state import SnapshotInfo, StateCounts
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
+# Calls that never change moto's state. Anything not listed counts as a change: a needless snapshot
+# costs a file write, a missed one loses data. DynamoDB and KMS name the call in X-Amz-Target.
+_READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_READ_ONLY_TARGETS = frozenset(
+    {
+        *(
+            f"DynamoDB_20120810.{call}"
+            for call in (
+                "BatchGetItem",
+                "DescribeContinuousBackups",
+                "DescribeEndpoints",
+                "DescribeTable",
+                "DescribeTimeToLive",
+                "GetItem",
+                "ListTables",
+                "ListTagsOfResource",
+                "Query",
+                "Scan",
+                "TransactGetItems",
+            )
+        ),
+        *(
+            f"TrentService.{call}"
+            for call in (
+                "Decrypt",
+                "DescribeKey",
+                "Encrypt",
+                "GenerateDataKey",
+                "GenerateDataKeyWithoutPlaintext",
+                "GenerateMac",
+                "GenerateRandom",
+                "GetKeyPolicy",
+                "GetKeyRotationStatus",
+                "GetPublicKey",
+                "ListAliases",
+                "ListKeys",
+                "ListResourceTags",
+                "Sign",
+                "Verify",
+                "VerifyMac",
+            )
+        ),
+    }
+)
+
+
+def may_change_state(environ: dict[str, Any]) -> bool:
+    """False only for requests known not to write (S3 GETs, DynamoDB and KMS reads)."""
+    if environ.get("REQUEST_METHOD", "") in _READ_ONLY_METHODS:
+        return False
+    return environ.get("HTTP_X_AMZ_TARGET") not in _READ_ONLY_TARGETS
+
 
 class SerializedWSGI:
-    """Runs the wrapped WSGI app, body included, under one lock."""
+    """Runs the wrapped WSGI app, body included, under one lock, and counts requests that may write."""
 
     def __init__(self, app: WSGIApp) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        self.changes = 0
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with self._lock:
+        with self.lock:
+            if may_change_state(environ):
+                self.changes += 1
             # Materialise the body inside the lock: a lazy iterable would run outside it.
             return list(self._app(environ, start_response))
 
@@ -46,13 +106,17 @@ class LockedMotoServer:
         self._port = port
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        # Built here, not in start(), so restore() before start() takes the same lock.
+        self._app = SerializedWSGI(DomainDispatcherApplication(create_backend_app))
+        # Held across a whole snapshot (pickle and write), so two snapshots never write out of order.
+        self._snapshot_lock = threading.Lock()
+        self._saved: tuple[Path, int] | None = None  # (path, change count) of the last snapshot or restore
 
     def start(self) -> str:
         # One access-log line per DynamoDB call drowns the dev server's own output.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         moto_transactions.install()
-        app = SerializedWSGI(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(self._host, self._port, app, threaded=True, request_handler=MotoRequestHandler)
+        self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
         self._thread.start()
         return self.endpoint_url
@@ -71,3 +135,43 @@ class LockedMotoServer:
             self._thread.join(timeout=5)
         self._server = None
         self._thread = None
+
+    @property
+    def dirty(self) -> bool:
+        """True when a request that may write came in since the last snapshot or restore."""
+        return self._saved is None or self._saved[1] != self._app.changes
+
+    def restore(self, path: Path) -> StateCounts | None:
+        """Replace moto's DynamoDB, S3 and KMS state with the snapshot at ``path``; None if there is none.
+
+        Call it before ``start()`` (or while running: requests wait). Raises ``ConfigurationError``
+        for a file from another moto version or a damaged one.
+        """
+        with self._snapshot_lock, self._app.lock:
+            counts = moto_state.load_state(path)
+            if counts is not None:
+                self._saved = (path, self._app.changes)
+            return counts
+
+    def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo:
+        """Save moto's DynamoDB, S3 and KMS state to ``path`` atomically, unless nothing changed.
+
+        The backends are pickled under the request lock, so the file never holds half a request;
+        the file is written after the lock is released. Without ``force``, a snapshot to the same
+        path with no write in between leaves the file as it is (``written`` is False).
+        """
+        with self._snapshot_lock:
+            with self._app.lock:
+                changes = self._app.changes
+                counts = moto_state.count_state()
+                if not force and self._saved == (path, changes) and path.exists():
+                    return SnapshotInfo(path=path, counts=counts, written=False, size_bytes=path.stat().st_size)
+                data = moto_state.dump_state()
+            moto_state.write_state_file(path, data)
+            self._saved = (path, changes)
+            return SnapshotInfo(path=path, counts=counts, written=True, size_bytes=len(data))
+
+    def state_counts(self) -> StateCounts:
+        """What moto holds now (tables, items, buckets, objects, keys), read under the request lock."""
+        with self._app.lock:
+            return moto_state.count_state()

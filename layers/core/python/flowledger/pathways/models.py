@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from flowledger.reasoning.dimensions import Dimensions
 
-PathwayId = Annotated[str, StringConstraints(pattern=r"^pw_[0-9a-f]{26}$")]
+PathwayId = Annotated[str, StringConstraints(strict=True, pattern=r"^pw_[0-9a-f]{26}$")]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
 Ref = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 MatchReason = Literal["exact_ref", "prefix_ref", "trigger_type_only", "none"]
@@ -75,7 +75,7 @@ class MatchResult(BaseModel):
 class ExtractRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    flow_id: Annotated[str, StringConstraints(pattern=r"^fl_[0-9A-Z]{26}$")]
+    flow_id: Annotated[str, StringConstraints(strict=True, pattern=r"^fl_[0-9A-Z]{26}$")]
 
 
 class Extraction(BaseModel):

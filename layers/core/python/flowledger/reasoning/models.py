@@ -1,18 +1,34 @@
-"""Bodies and views of the reasoning routes."""
+"""Bodies and views of the reasoning routes.
+
+Bodies are strict where a scalar is meant: a boolean is only JSON ``true``/``false``, a number only
+a JSON number (an integer is a valid float), a string only a string; lax coercion would let
+``"confidence": false`` or ``"reasoning_read": 0`` through as a value nobody sent.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    model_validator,
+)
 
 from flowledger.reasoning.dimensions import Dimensions
 from flowledger.reasoning.guard import MAX_SUMMARY_CHARS
 
-Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
-Ref = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-Summary = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SUMMARY_CHARS)]
-OpaqueId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+Name = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
+Ref = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256)]
+Summary = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_SUMMARY_CHARS)]
+OpaqueId = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+StepId = Annotated[str, StringConstraints(strict=True, pattern=r"^st_[0-9A-Z]{26}$")]
 MAX_STEPS_PER_FLOW = 500
 MAX_STEP_PAYLOAD_BYTES = 64 * 1024
 MAX_PARENTS = 16
@@ -38,26 +54,22 @@ class BackRefs(_Strict):
 
 
 class PiiFields(_Strict):
-    inputs: list[str] = Field(default_factory=list, max_length=64)
-    outputs: list[str] = Field(default_factory=list, max_length=64)
+    inputs: list[StrictStr] = Field(default_factory=list, max_length=64)
+    outputs: list[StrictStr] = Field(default_factory=list, max_length=64)
 
 
 class StepCreate(_Strict):
-    step_id: Annotated[str, StringConstraints(pattern=r"^st_[0-9A-Z]{26}$")] | None = Field(
-        None, description="client-chosen id (st_ + ULID) so a retried write is recognised"
-    )
+    step_id: StepId | None = Field(None, description="client-chosen id (st_ + ULID) so a retried write is recognised")
     step_kind: Name
     agent: Name
     summary_text: Summary
     inputs: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
     pii_fields: PiiFields = Field(default_factory=PiiFields)
-    latency_ms: int | None = Field(None, ge=0, le=86_400_000)
-    confidence: float | None = Field(None, ge=0, le=1)
+    latency_ms: StrictInt | None = Field(None, ge=0, le=86_400_000)
+    confidence: StrictFloat | None = Field(None, ge=0, le=1)
     back_refs: BackRefs = Field(default_factory=BackRefs)
-    parent_step_ids: list[Annotated[str, StringConstraints(pattern=r"^st_[0-9A-Z]{26}$")]] = Field(
-        default_factory=list, max_length=MAX_PARENTS
-    )
+    parent_step_ids: list[StepId] = Field(default_factory=list, max_length=MAX_PARENTS)
 
     @model_validator(mode="after")
     def _pii_fields_are_declared_fields(self) -> StepCreate:
@@ -71,7 +83,7 @@ class StepCreate(_Strict):
 class Outcome(_Strict):
     type: Literal["claim_created", "recommendation_delivered", "no_action", "insufficient_evidence", "error", "timeout"]
     summary: Summary
-    confidence: float | None = Field(None, ge=0, le=1)
+    confidence: StrictFloat | None = Field(None, ge=0, le=1)
 
 
 class FlowClose(_Strict):
@@ -81,7 +93,7 @@ class FlowClose(_Strict):
 
 
 class ConsentChange(_Strict):
-    reasoning_read: bool
+    reasoning_read: StrictBool
 
 
 class Consent(BaseModel):

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from flowledger.api.principals import Principal
 from flowledger.config import Settings
+from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.reasoning.models import FlowClose, FlowStart, StepCreate
 

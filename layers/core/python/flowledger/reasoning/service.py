@@ -9,14 +9,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from flowledger.api.principals import Principal
 from flowledger.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
+from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
 from flowledger.reasoning.dimensions import NEUTRAL, PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
-from flowledger.reasoning.envelope import is_sealed
 from flowledger.reasoning.guard import guard_counts
 from flowledger.reasoning.models import (
     MAX_STEP_PAYLOAD_BYTES,
@@ -40,6 +39,7 @@ from flowledger.reasoning.models import (
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
+from flowledger.store.envelope import is_sealed
 from flowledger.store.paging import query_items
 from flowledger.store.ratelimit import hit_rate_limit
 

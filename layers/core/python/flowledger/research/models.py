@@ -1,14 +1,19 @@
-"""Backlog rows, claim-review entries and the observability view."""
+"""Backlog rows, claim-review entries and the observability view.
+
+Request bodies are strict where a scalar is meant (``dispatched_from_backlog: 0`` is refused, not
+read as false); the enum fields stay lax so that their JSON string values still validate.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
-Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
-Ref = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Name = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
+Ref = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256)]
+FlowId = Annotated[str, StringConstraints(strict=True, pattern=r"^fl_[0-9A-Z]{26}$")]
 
 
 class BacklogStatus(StrEnum):
@@ -29,12 +34,12 @@ class Reason(StrEnum):
 class DeeperRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    idempotency_key: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{8,128}$")]
+    idempotency_key: Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_.:-]{8,128}$")]
     trigger_type: Name
     trigger_ref: Ref
     reason: Reason
-    question_framing: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
-    dispatched_from_backlog: bool = False
+    question_framing: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=2000)]
+    dispatched_from_backlog: StrictBool = False
 
 
 class PullRequest(BaseModel):
@@ -46,8 +51,8 @@ class PullRequest(BaseModel):
 class Completion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    flow_id: Annotated[str, StringConstraints(pattern=r"^fl_[0-9A-Z]{26}$")] | None = None
-    error: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = Field(
+    flow_id: FlowId | None = None
+    error: Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = Field(
         None, description="a failure reason code; flips the row to failed_voluntary"
     )
 
@@ -97,17 +102,17 @@ class BacklogView(BaseModel):
 class ClaimMark(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    claim_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+    claim_id: Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
     reason: Reason = Reason.CLAIM_REJECTED
-    rejection_summary: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-    flow_id: Annotated[str, StringConstraints(pattern=r"^fl_[0-9A-Z]{26}$")] | None = None
+    rejection_summary: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=1000)]
+    flow_id: FlowId | None = None
 
 
 class ClaimResolution(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     resolution: Literal["resolved", "dismissed"]
-    note: Annotated[str, StringConstraints(max_length=1000)] | None = None
+    note: Annotated[str, StringConstraints(strict=True, max_length=1000)] | None = None
 
 
 class ClaimEntry(BaseModel):

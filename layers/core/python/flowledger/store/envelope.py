@@ -4,6 +4,9 @@ A data key from ``GenerateDataKey`` encrypts many fields for a while (bounded by
 count, as the AWS Encryption SDK's caching does), so a step costs no KMS call most of the time.
 Each sealed field carries the KMS-encrypted data key it needs; reading one back costs a KMS
 ``Decrypt`` per distinct data key, cached for the reader's lifetime.
+
+It lives with storage, below the domain, so that the services (and through them the ledger) can
+build one without reaching into reasoning, which seals step fields with it.
 """
 
 from __future__ import annotations
@@ -83,4 +86,5 @@ class FieldSealer:
 
 
 def is_sealed(value: Any) -> bool:
+    """Whether ``value`` is a record made by ``FieldSealer.seal`` (and so must be opened to be read)."""
     return isinstance(value, dict) and SEALED_MARKER in value

@@ -1,0 +1,98 @@
+"""What every REST request passes before a route sees it, in a fixed order.
+
+1. the caller: a bearer principal with the route's scope (client routes) or an IAM principal (admin);
+2. the size of the body, before anything parses it (413);
+3. the body's encoding and media type: UTF-8 JSON only (400, 415);
+4. the body's shape as JSON: parseable and at most ``MAX_JSON_DEPTH`` deep (400).
+
+Only then does the route's schema validation run (422), so a caller without the scope never
+learns the schema, and an 8 MiB array is never parsed. The Lambda handler runs this in AWS and,
+because the dev server calls the same handler, locally too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from flowledger.api.access import Access
+from flowledger.api.principals import client_principal, iam_principal
+from flowledger.api.routes import RouteSpec, match_route
+from flowledger.errors import Forbidden, MalformedBody, PayloadTooLarge, UnsupportedMediaType
+
+# Deeper than any body a route takes; deep enough that no legitimate client notices.
+MAX_JSON_DEPTH = 32
+JSON_MEDIA_TYPES = ("application/json",)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def screen_request(event: dict[str, Any], routes: Iterable[RouteSpec], max_body_bytes: int) -> None:
+    """Raise the domain error a request deserves before its route runs; return when it may proceed."""
+    route, _ = match_route(routes, str(event.get("httpMethod", "")).upper(), str(event.get("path", "")))
+    if route is None:
+        return  # the resolver answers 404 / 405 in the error contract
+    if route.access is Access.JWT:
+        principal = client_principal(event)
+        if route.scope is not None and route.scope not in principal.scopes:
+            raise Forbidden(f"this route needs the {route.scope!r} scope")
+    elif route.access is Access.IAM:
+        iam_principal(event)
+    screen_body(_body_bytes(event), _media_type(event), max_body_bytes)
+
+
+def screen_body(body: bytes, media_type: str, max_body_bytes: int) -> None:
+    """Size, media type, encoding and nesting of a JSON body, checked before anything parses it."""
+    if not body:
+        return
+    if len(body) > max_body_bytes:
+        raise PayloadTooLarge(f"request body exceeds {max_body_bytes} bytes")
+    if media_type.split(";", 1)[0].strip().lower() not in JSON_MEDIA_TYPES:
+        raise UnsupportedMediaType("send the body as application/json")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedBody("the body is not valid UTF-8") from None
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise MalformedBody(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        json.loads(text)
+    except ValueError:
+        raise MalformedBody("the body is not valid JSON") from None
+
+
+def _body_bytes(event: dict[str, Any]) -> bytes:
+    body = event.get("body")
+    if not body:
+        return b""
+    if event.get("isBase64Encoded"):
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise MalformedBody("the body is not valid base64") from None
+    return str(body).encode("utf-8", errors="surrogatepass")
+
+
+def _media_type(event: dict[str, Any]) -> str:
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    return headers.get("content-type", "")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in ``text``, counted without parsing it.
+
+    Strings are cut out first (they may hold brackets), then only brackets are visited: a body
+    nested 100,000 deep costs one pass instead of a ``RecursionError`` in the parser.
+    """
+    depth = deepest = 0
+    for match in _BRACKET.finditer(_STRING.sub('""', text)):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
