@@ -38,6 +38,7 @@ def build_app(skip_dependencies_layer: bool | None = None) -> App:
         jwt_audience=context("flowledger:jwtAudience") or "flowledger",
         dependencies_folder=dependencies,
         lwa_layer_version=int(context("flowledger:lwaLayerVersion") or 27),
+        cors_origins=str(context("flowledger:corsOrigins") or ""),
     )
     FlowledgerStack(
         app,

@@ -44,6 +44,7 @@ class StackSettings:
     jwt_audience: str
     dependencies_folder: Path
     lwa_layer_version: int
+    cors_origins: str = ""  # comma-separated browser origins (the console's); none: no CORS
 
 
 class FlowledgerStack(Stack):
@@ -61,6 +62,7 @@ class FlowledgerStack(Stack):
                 "FLOWLEDGER_KMS_KEY_ID": data.key.key_arn,
                 "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
+                "FLOWLEDGER_CORS_ORIGINS": settings.cors_origins,
             },
         )
         api = Api(
@@ -71,6 +73,7 @@ class FlowledgerStack(Stack):
             jwks_url=settings.jwks_url,
             jwt_issuer=settings.jwt_issuer,
             jwt_audience=settings.jwt_audience,
+            cors_origins=[o.strip() for o in settings.cors_origins.split(",") if o.strip()],
         )
         self.capability_functions = {}
         for name, routers in REST_CAPABILITIES.items():

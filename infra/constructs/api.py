@@ -8,7 +8,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from flowledger.api.access import Access
+from flowledger.api.access import CORS_ALLOWED_HEADERS, Access
 from flowledger.api.registry import RouteSpec
 from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
 
@@ -26,6 +26,7 @@ class Api(Construct):
         jwks_url: str,
         jwt_issuer: str,
         jwt_audience: str,
+        cors_origins: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(self, "AccessLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.RETAIN)
@@ -35,6 +36,16 @@ class Api(Construct):
             rest_api_name=f"{prefix}-api",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             cloud_watch_role=True,
+            # Preflights are answered by API Gateway itself, without credentials; the functions add
+            # Access-Control-Allow-Origin to their own responses for the same origins.
+            default_cors_preflight_options=apigw.CorsOptions(
+                allow_origins=cors_origins,
+                allow_methods=apigw.Cors.ALL_METHODS,
+                allow_headers=list(CORS_ALLOWED_HEADERS),
+                max_age=Duration.minutes(10),
+            )
+            if cors_origins
+            else None,
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE,
                 tracing_enabled=True,

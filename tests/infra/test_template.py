@@ -83,6 +83,7 @@ def test_every_route_is_deployed_with_the_authentication_its_path_requires(resou
             "AuthorizationType"
         ]
         for m in of_type(resources, "AWS::ApiGateway::Method").values()
+        if m["Properties"]["HttpMethod"] != "OPTIONS"  # CORS preflights: see the test below
     }
     expected = {
         (route.path, route.method): AUTH_TYPE[route.access]
@@ -92,6 +93,36 @@ def test_every_route_is_deployed_with_the_authentication_its_path_requires(resou
     expected.update({(path, method): "CUSTOM" for path, method in CHAT_ROUTES})
     assert expected  # the registry is not empty
     assert deployed == expected
+
+
+def test_every_path_answers_cors_preflights_without_credentials(resources: dict[str, Any]) -> None:
+    methods = of_type(resources, "AWS::ApiGateway::Method").values()
+    routed = {
+        _path_of(resources, m["Properties"]["ResourceId"])
+        for m in methods
+        if m["Properties"]["HttpMethod"] != "OPTIONS"
+    }
+    preflights = {
+        _path_of(resources, m["Properties"]["ResourceId"]): m["Properties"]
+        for m in methods
+        if m["Properties"]["HttpMethod"] == "OPTIONS"
+    }
+    assert routed <= set(preflights)
+    for path in routed:
+        preflight = preflights[path]
+        assert preflight["AuthorizationType"] == "NONE" and preflight["Integration"]["Type"] == "MOCK", path
+        answer = preflight["Integration"]["IntegrationResponses"][0]["ResponseParameters"]
+        assert answer["method.response.header.Access-Control-Allow-Origin"] == "'https://console.example.com'"
+        assert "authorization" in answer["method.response.header.Access-Control-Allow-Headers"]
+
+
+def test_functions_know_the_allowed_origins(resources: dict[str, Any]) -> None:
+    functions = [f for f in of_type(resources, "AWS::Lambda::Function").values() if "Environment" in f["Properties"]]
+    assert functions
+    for function in functions:
+        variables = function["Properties"]["Environment"]["Variables"]
+        if "FLOWLEDGER_RESOURCE_PREFIX" in variables:
+            assert variables["FLOWLEDGER_CORS_ORIGINS"] == "https://console.example.com"
 
 
 def test_client_routes_use_the_jwt_token_authorizer(template: Template) -> None:

@@ -170,3 +170,20 @@ def test_bodies_that_are_not_json_are_client_errors(
 def test_a_json_body_with_a_charset_is_accepted(call: Any) -> None:
     raw = {"body": '{"name": "a", "count": 1}', "headers": {"Content-Type": "application/json; charset=utf-8"}}
     assert call("POST", "/api/things", raw=raw) == (200, {"name": "a"})
+
+
+def test_functions_answer_allowed_origins_with_cors_headers(
+    rest_event: Callable[..., dict[str, Any]], lambda_context: Any
+) -> None:
+    services = build_services(load_settings(cors_origins="https://console.test,https://other.test"))
+    handler = rest_handler(router, service="errors", services=lambda: services)
+
+    def origin_header(origin: str) -> str | None:
+        event = rest_event("GET", "/api/scoped", authorizer={"sub": "u1", "scope": "reasoning.read"})
+        event["headers"]["Origin"] = origin
+        response = handler(event, lambda_context)
+        headers = {**response.get("headers", {}), **{k: v[0] for k, v in response.get("multiValueHeaders", {}).items()}}
+        return headers.get("Access-Control-Allow-Origin")
+
+    assert origin_header("https://other.test") == "https://other.test"
+    assert origin_header("https://evil.test") is None

@@ -39,6 +39,18 @@ def security_schemes() -> dict[str, SecurityScheme]:
     }
 
 
+# What a browser may send on a bearer or SigV4 call (answered to CORS preflights).
+CORS_ALLOWED_HEADERS = (
+    "authorization",
+    "content-type",
+    "accept",
+    "x-amz-date",
+    "x-amz-content-sha256",
+    "x-amz-security-token",
+)
+CORS_EXPOSED_HEADERS = ("x-amzn-requestid", "retry-after")
+
+
 def access_for(path: str) -> Access:
     """The authentication a request to ``path`` must pass before it reaches a function."""
     if path.startswith(ADMIN_PREFIX):

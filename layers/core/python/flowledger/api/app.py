@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Router
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from flowledger.api.access import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS
 from flowledger.api.errors import proxy_error, register_error_handlers
 from flowledger.api.routes import route_table
 from flowledger.api.screening import screen_request
@@ -28,9 +29,25 @@ def services_of(router: Router | ApiGatewayResolver) -> Services:
     return services
 
 
-def build_resolver(routers: Sequence[Router], resolver: Callable[..., Resolver]) -> Resolver:
+def cors_config(origins: frozenset[str]) -> CORSConfig | None:
+    """CORS headers on the functions' responses for the allowed origins (API Gateway answers preflights)."""
+    if not origins:
+        return None
+    first, *others = sorted(origins)
+    return CORSConfig(
+        allow_origin=first,
+        extra_origins=others,
+        allow_headers=list(CORS_ALLOWED_HEADERS),
+        expose_headers=list(CORS_EXPOSED_HEADERS),
+        max_age=600,
+    )
+
+
+def build_resolver(
+    routers: Sequence[Router], resolver: Callable[..., Resolver], cors: CORSConfig | None = None
+) -> Resolver:
     """A validating resolver with the error map and the given routers."""
-    app = resolver(enable_validation=True)
+    app = resolver(enable_validation=True, cors=cors)
     register_error_handlers(app)
     for router in routers:
         app.include_router(router)
@@ -46,7 +63,8 @@ def rest_handler(
     """
 
     def build() -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
-        app = build_resolver(routers, APIGatewayRestResolver)
+        settings = (services() if services is not None else bootstrap()).settings
+        app = build_resolver(routers, APIGatewayRestResolver, cors_config(settings.cors_origin_list))
         routes = route_table(*routers, function=service)
 
         def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

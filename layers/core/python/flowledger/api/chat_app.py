@@ -20,10 +20,13 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from flowledger.api.access import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS
 from flowledger.api.errors import error_body, request_id_of, status_for
 from flowledger.api.principals import require_scope
 from flowledger.api.screening import screen_body
@@ -170,7 +173,23 @@ def create_app(
         message = "internal error; quote the request id when reporting it"
         return _error(request, HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", message)
 
+    origins = services().settings.cors_origin_list
+    middleware = (
+        [
+            Middleware(
+                CORSMiddleware,
+                allow_origins=sorted(origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=list(CORS_ALLOWED_HEADERS),
+                expose_headers=list(CORS_EXPOSED_HEADERS),
+                max_age=600,
+            )
+        ]
+        if origins
+        else []
+    )
     return Starlette(
+        middleware=middleware,
         routes=[
             Route(path, endpoint, methods=[method])
             for (path, method), endpoint in zip(CHAT_ROUTES, (chat, list_runs, cancel_run), strict=True)

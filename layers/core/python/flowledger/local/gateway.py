@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flowledger.api.access import Access
+from flowledger.api.access import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, Access
 from flowledger.api.errors import error_body, error_headers, status_for
 from flowledger.api.routes import RouteSpec, match_route
 from flowledger.api.tokens import TokenVerifier, authorizer_context, bearer_token
@@ -34,7 +34,6 @@ from flowledger.local.sigv4 import SigV4Verifier
 API_GATEWAY_MAX_BODY = 10 * 1024 * 1024  # API Gateway's own payload limit
 # Lambda Web Adapter passes API Gateway's request context to the ASGI app in this header.
 REQUEST_CONTEXT_HEADER = b"x-amzn-request-context"
-CORS_ALLOWED_HEADERS = "authorization, content-type, accept, x-amz-date, x-amz-content-sha256, x-amz-security-token"
 CORS_MAX_AGE_SECONDS = 600
 access_log = logging.getLogger("flowledger.access")
 
@@ -76,7 +75,11 @@ class LocalGateway:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message = {**message, "headers": [*message.get("headers", []), *self._response_headers(request)]}
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                # The functions add CORS headers themselves when they know the origins; never twice.
+                headers += [h for h in self._response_headers(request) if h[0] not in present]
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
@@ -125,7 +128,7 @@ class LocalGateway:
             raise NotFound(f"no route for {request.path}")
         headers = [
             (b"access-control-allow-methods", ", ".join(sorted(set(allowed))).encode()),
-            (b"access-control-allow-headers", CORS_ALLOWED_HEADERS.encode()),
+            (b"access-control-allow-headers", ", ".join(CORS_ALLOWED_HEADERS).encode()),
             (b"access-control-max-age", str(CORS_MAX_AGE_SECONDS).encode()),
         ]
         await send({"type": "http.response.start", "status": 204, "headers": headers})
@@ -137,7 +140,7 @@ class LocalGateway:
         if origin and origin in self.cors_origins:
             headers += [
                 (b"access-control-allow-origin", origin.encode()),
-                (b"access-control-expose-headers", b"x-amzn-requestid, retry-after"),
+                (b"access-control-expose-headers", ", ".join(CORS_EXPOSED_HEADERS).encode()),
                 (b"vary", b"Origin"),
             ]
         return headers
