@@ -79,7 +79,7 @@ def test_a_restart_keeps_flows_steps_backlog_documents_and_checkpoints(
     before = verified_counts(first)
     assert first.stop(signal.SIGINT) == 0
 
-    second = launch(data_dir)
+    second = launch(data_dir, port=first.port)  # the same port at once: a just-closed socket is free
     assert re.search(r"state +restored \d+ tables", second.output())
     assert verified_counts(second) == before  # the same events, chains and checkpoints
     dag = f"/admin/v1/reasoning/flows/{flow_id}"

@@ -96,3 +96,15 @@ def test_latest_checkpoint_is_404_until_one_is_taken(stored: list[AuditEvent], g
     status, body = get("/admin/v1/audit/checkpoints/latest")
     assert status == 200 and body["checkpoint_id"] == taken["checkpoint_id"]
     assert sum(head["seq"] for head in body["heads"]) == len(stored)
+
+
+@pytest.mark.parametrize("since", ["1700000000", "0.5", "yesterday"])
+def test_since_takes_iso_8601_only(stored: list[AuditEvent], get: Any, since: str) -> None:
+    status, body = get("/admin/v1/audit/events", since=since)
+    assert (status, body["error"]) == (422, "validation_error")
+    assert [f["loc"] for f in body["fields"]] == [["query", "since"]]
+
+
+def test_since_takes_an_iso_8601_date_time(stored: list[AuditEvent], get: Any) -> None:
+    status, _ = get("/admin/v1/audit/events", since="2026-01-01T00:00:00Z")
+    assert status == 200

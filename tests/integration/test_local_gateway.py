@@ -236,3 +236,9 @@ async def test_each_request_is_logged_once_without_its_query_string(
 async def test_public_pages_are_served_by_the_gateway(gateway: LocalGateway) -> None:
     response = await call(gateway, "GET", "/openapi.json")
     assert (response.status_code, response.json()) == (200, {})
+
+
+async def test_a_literal_segment_shadows_a_parameter_for_every_method(gateway: LocalGateway, data_dir: DataDir) -> None:
+    path = "/admin/v1/reasoning/pathways/compare"
+    response = await call(gateway, "GET", path, headers=signed(data_dir, "GET", path))
+    assert (response.status_code, response.headers["allow"]) == (405, "POST")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 
 from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal
@@ -17,6 +18,16 @@ from flowledger.ledger.checkpoints import Checkpoint
 from flowledger.ledger.events import AuditEvent, timestamp
 from flowledger.ledger.store import SubjectCursor
 from flowledger.store.cursors import decode_cursor, encode_cursor
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ].*)?$")
+
+
+def _iso_8601_only(value: object) -> object:
+    """pydantic would read ``since=1700000000`` as Unix seconds; the route documents ISO 8601 only."""
+    if isinstance(value, str) and not _ISO_DATE.match(value):
+        raise ValueError("since must be an ISO 8601 date or date-time")
+    return value
+
 
 router = Router()
 
@@ -48,7 +59,9 @@ def _subject_cursor(cursor: str | None) -> SubjectCursor | None:
 def list_events(
     subject: Annotated[str | None, Query(max_length=128, description="primary subject, e.g. flow:ID")] = None,
     action: Annotated[str | None, Query(max_length=96)] = None,
-    since: Annotated[datetime | None, Query(description="ISO 8601; events at or after it")] = None,
+    since: Annotated[
+        datetime | None, BeforeValidator(_iso_8601_only), Query(description="ISO 8601; events at or after it")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> EventsPage:

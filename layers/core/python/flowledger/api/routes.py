@@ -81,10 +81,21 @@ def routes_of(paths: dict[str, Any], function: str = "") -> list[RouteSpec]:
 
 
 def match_route(routes: Iterable[RouteSpec], method: str, path: str) -> tuple[RouteSpec | None, list[str]]:
-    """The route serving ``method path``, and the methods the path allows (for a 405's ``Allow``)."""
-    allowed = [r for r in routes if r.pattern.match(path)]
-    # A literal segment wins over a parameter (``/pathways/stats`` before ``/pathways/{id}``), as in API Gateway.
-    for route in sorted(allowed, key=lambda r: r.path.count("{")):
-        if route.method == method:
-            return route, [r.method for r in allowed]
-    return None, [r.method for r in allowed]
+    """The route serving ``method path``, and the methods the path allows (for a 405's ``Allow``).
+
+    As in API Gateway's resource tree, a literal segment shadows a parameter for every method:
+    ``/pathways/compare`` is its own resource, so ``GET /pathways/compare`` is 405, never the
+    ``GET /pathways/{pathway_id}`` route.
+    """
+    matching = [r for r in routes if r.pattern.match(path)]
+    if not matching:
+        return None, []
+    resource = min({r.path for r in matching}, key=_specificity)
+    allowed = [r for r in matching if r.path == resource]
+    chosen = next((r for r in allowed if r.method == method), None)
+    return chosen, [r.method for r in allowed]
+
+
+def _specificity(template: str) -> tuple[bool, ...]:
+    """Literal segments sort before parameters, segment by segment from the left."""
+    return tuple(segment.startswith("{") for segment in template.split("/"))
