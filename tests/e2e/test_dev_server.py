@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -217,10 +219,10 @@ def test_the_research_sdk_drives_the_backlog_through_signed_calls(server: Any) -
     assert status.returncode == 0 and '"failed_voluntary": 1' in status.stdout
 
 
-def test_ctrl_c_stops_everything_cleanly(server: Any) -> None:
-    # Runs last in this module (pytest keeps file order): the session fixture is stopped here.
-    assert server.stop(signal.SIGINT) == 0
-    output = server.output()
+def test_ctrl_c_stops_everything_cleanly(tmp_path: Path, launch: Callable[..., Any]) -> None:
+    own = launch(tmp_path / "data")  # a server of its own: the session's serves the other modules
+    assert own.stop(signal.SIGINT) == 0
+    output = own.output()
     assert "dev token" in output and "flowledger: stopped" in output
     with pytest.raises(httpx.TransportError):
-        httpx.get(f"{server.base_url}/health", timeout=2)
+        httpx.get(f"{own.base_url}/health", timeout=2)

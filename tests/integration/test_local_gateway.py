@@ -242,3 +242,21 @@ async def test_a_literal_segment_shadows_a_parameter_for_every_method(gateway: L
     path = "/admin/v1/reasoning/pathways/compare"
     response = await call(gateway, "GET", path, headers=signed(data_dir, "GET", path))
     assert (response.status_code, response.headers["allow"]) == (405, "POST")
+
+
+async def test_a_function_that_fails_to_answer_is_a_502_in_the_contract(
+    data_dir: DataDir, jwks_url: str, bearer: str
+) -> None:
+    class DeadWorker:
+        async def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
+            raise RuntimeError("worker exited")
+
+    gateway = LocalGateway(
+        routes=rest_routes(),
+        functions=DeadWorker(),
+        tokens=TokenVerifier(jwks_url, "flowledger-local", "flowledger"),
+        sigv4=SigV4Verifier(data_dir.admin_credentials()),
+    )
+    response = await call(gateway, "GET", "/api/me", headers={"Authorization": bearer})
+    assert (response.status_code, response.json()["error"]) == (502, "bad_gateway")
+    assert response.json()["request_id"] == response.headers["x-amzn-requestid"]

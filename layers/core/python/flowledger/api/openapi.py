@@ -67,6 +67,7 @@ ERROR_DESCRIPTIONS = {
     422: "the body or a parameter breaks the schema",
     429: "too many requests; see Retry-After",
     500: "internal error; quote the request id",
+    502: "the function failed to answer (crashed, or an unreadable response)",
     503: "a dependency is unavailable or contended; retry",
     504: "the function did not answer in time",
 }
@@ -99,7 +100,7 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
         operation.setdefault("security", any_token())
     else:
         operation["security"] = []
-    statuses = {500, 503, 504, 429}
+    statuses = {429, 500, 502, 503, 504}
     if access is Access.JWT:
         statuses |= {401, 403, 404}
     elif access is Access.IAM:

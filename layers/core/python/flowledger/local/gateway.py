@@ -36,6 +36,7 @@ API_GATEWAY_MAX_BODY = 10 * 1024 * 1024  # API Gateway's own payload limit
 REQUEST_CONTEXT_HEADER = b"x-amzn-request-context"
 CORS_MAX_AGE_SECONDS = 600
 access_log = logging.getLogger("flowledger.access")
+gateway_log = logging.getLogger("flowledger.local")
 
 Page = Callable[[], tuple[str, bytes]]  # (content type, body) of a public page the gateway serves itself
 
@@ -86,6 +87,12 @@ class LocalGateway:
             await self._handle(request, scope, receive, respond)
         except FlowledgerError as exc:
             await _send_error(respond, exc, request.request_id)
+        except Exception:
+            # A worker that died or a response that could not be read: the contract's 502, not a bare 500.
+            gateway_log.exception("request %s failed in the gateway", request.request_id)
+            if status == 0:
+                body = error_body("bad_gateway", "the function failed to answer", request.request_id)
+                await _send_json(respond, 502, body)
         finally:
             elapsed = (time.perf_counter() - started) * 1000
             # Never the query string or the body: either may hold PHI.
