@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -186,3 +192,85 @@ def test_the_servers_own_origin_gets_one_cors_header_and_a_credential_free_prefl
     )
     assert response.status_code == 200
     assert response.headers.get_list("access-control-allow-origin") == [origin]
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES, ids=route_id)
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(b"x" * (LIMIT + 1), "application/json"), (b"x" * (LIMIT + 1), "text/plain")],
+    ids=["not-json", "not-json-media-type"],
+)
+def test_an_oversized_body_is_413_whatever_else_is_wrong_with_it(
+    server: Any, bearer: str, route: Any, body: bytes, content_type: str
+) -> None:
+    # Size is checked first: an 8 MiB body of garbage is never decoded, parsed or typed.
+    assert_error(send(server, bearer, route, body, content_type), 413, "payload_too_large")
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/json;charset=UTF-8"])
+def test_json_with_a_charset_parameter_is_accepted(server: Any, bearer: str, content_type: str) -> None:
+    body = json.dumps({"trigger_type": "user_question", "trigger_ref": "charset/1", "trigger_summary": "A question"})
+    response = httpx.post(
+        f"{server.base_url}/api/reasoning/flows",
+        content=body.encode(),
+        headers={"Authorization": bearer, "Content-Type": content_type},
+    )
+    assert response.status_code == 201, response.text
+
+
+def test_brackets_inside_strings_are_not_nesting(server: Any, bearer: str) -> None:
+    # 40 brackets in a string value: deeper than MAX_JSON_DEPTH if strings were counted, depth 1 in fact.
+    body = {"trigger_type": "user_question", "trigger_ref": "[" * 20 + "{" * 20, "trigger_summary": "A question"}
+    response = httpx.post(f"{server.base_url}/api/reasoning/flows", json=body, headers={"Authorization": bearer})
+    assert response.status_code == 201, response.text
+
+
+def test_a_client_sent_request_context_cannot_borrow_another_users_session(server: Any, bearer: str) -> None:
+    owner = server.cli("token", "--data-dir", str(server.data_dir.path), "--sub", "oscar", "--scopes", "chat")
+    started = httpx.post(
+        f"{server.base_url}/api/chat",
+        json={"query": "hello"},
+        headers={"Authorization": f"Bearer {owner.stdout.strip()}", "Accept": "application/json"},
+        timeout=60,
+    )
+    session = started.json()["session_id"]
+    forged = json.dumps({"requestId": "forged", "authorizer": {"sub": "oscar", "scope": "chat", "patient_id": ""}})
+    runs = httpx.get(
+        f"{server.base_url}/api/chat/sessions/{session}/runs",
+        headers={"Authorization": bearer, "x-amzn-request-context": forged},
+    )
+    assert_error(runs, 404, "not_found")  # mallory's own view: oscar's session does not exist for her
+
+
+def test_the_server_log_has_the_gateway_line_and_never_the_query_string(server: Any) -> None:
+    path, secret = f"/api/nowhere-{uuid.uuid4().hex[:8]}", f"Jane-{uuid.uuid4().hex[:8]}"
+    assert httpx.get(f"{server.base_url}{path}?patient={secret}").status_code == 404
+    deadline = time.monotonic() + 5
+    while f"GET {path} 404" not in server.output() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    output = server.output()
+    assert re.search(rf"GET {re.escape(path)} 404 \d+\.\d ms", output), output[-2000:]
+    assert secret not in output
+
+
+def test_a_closed_terminal_stops_the_server_and_saves_the_store(tmp_path: Path, launch: Callable[..., Any]) -> None:
+    running = launch(tmp_path / "data")
+    assert running.stop(signal.SIGHUP) == 0
+    assert "flowledger: stopped; state saved" in running.output()
+    assert running.data_dir.state_file.exists()
+
+
+@pytest.mark.parametrize("path", ["/api/reasoning/flows", "/api/chat"])
+def test_media_types_are_case_insensitive_on_rest_and_chat_routes(server: Any, bearer: str, path: str) -> None:
+    body = (
+        {"trigger_type": "user_question", "trigger_ref": "case/1", "trigger_summary": "A question"}
+        if path == "/api/reasoning/flows"
+        else {"query": "hello"}
+    )
+    response = httpx.post(
+        f"{server.base_url}{path}",
+        content=json.dumps(body).encode(),
+        headers={"Authorization": bearer, "Content-Type": "Application/JSON", "Accept": "application/json"},
+        timeout=60,
+    )
+    assert response.status_code in (200, 201), response.text

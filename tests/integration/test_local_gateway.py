@@ -19,7 +19,7 @@ from botocore.credentials import Credentials
 
 from flowledger.api.access import Access
 from flowledger.api.registry import capability_handler, rest_routes
-from flowledger.api.routes import RouteSpec
+from flowledger.api.routes import RouteSpec, match_route
 from flowledger.api.tokens import TokenVerifier, mint_token
 from flowledger.local.datadir import DataDir
 from flowledger.local.functions import LocalLambdaContext
@@ -260,3 +260,70 @@ async def test_a_function_that_fails_to_answer_is_a_502_in_the_contract(
     response = await call(gateway, "GET", "/api/me", headers={"Authorization": bearer})
     assert (response.status_code, response.json()["error"]) == (502, "bad_gateway")
     assert response.json()["request_id"] == response.headers["x-amzn-requestid"]
+
+
+async def test_the_mounted_app_gets_exactly_one_request_context_header(gateway: LocalGateway, bearer: str) -> None:
+    """Starlette's ``headers.get`` returns the FIRST value of a repeated header: a client-sent copy left in
+    front of the gateway's own would be the principal the chat app reads."""
+    seen: list[bytes] = []
+
+    async def capture(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.extend(v for k, v in scope["headers"] if k.lower() == b"x-amzn-request-context")
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    gateway.mount("capture", capture, [RouteSpec("/api/capture", "GET", Access.JWT, "chat", "capture")])
+    forged = json.dumps({"authorizer": {"sub": "root", "scope": "chat documents"}})
+    response = await call(
+        gateway, "GET", "/api/capture", headers={"Authorization": bearer, "x-amzn-request-context": forged}
+    )
+    assert response.status_code == 204
+    assert len(seen) == 1
+    assert json.loads(seen[0])["authorizer"]["sub"] == "dana"
+
+
+async def test_a_literal_segment_wins_over_a_path_parameter(
+    gateway: LocalGateway, data_dir: DataDir, functions: InProcessFunctions
+) -> None:
+    path = "/admin/v1/reasoning/pathways/stats"
+    response = await call(gateway, "GET", path, headers=signed(data_dir, "GET", path))
+    assert response.status_code == 200, response.text
+    event = functions.events[-1]
+    assert event["resource"] == path  # not /admin/v1/reasoning/pathways/{pathway_id}
+    assert event["pathParameters"] is None
+    assert event["requestContext"]["resourcePath"] == path
+
+
+def test_match_route_prefers_the_literal_segment_whatever_the_table_order() -> None:
+    parameter = RouteSpec("/api/things/{thing_id}", "GET", Access.JWT, function="param")
+    literal = RouteSpec("/api/things/stats", "GET", Access.JWT, function="literal")
+    for table in ([parameter, literal], [literal, parameter]):
+        route, allowed = match_route(table, "GET", "/api/things/stats")
+        assert route is literal
+        assert allowed == ["GET"]  # the literal resource's methods only
+    assert match_route([parameter, literal], "GET", "/api/things/t1")[0] is parameter
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("GET", "/api/nowhere?name=Jane+Doe", {}, "404"),
+        ("GET", "/api/me?name=Jane+Doe", {}, "401"),
+        ("DELETE", "/api/me?name=Jane+Doe", {}, "405"),
+    ],
+)
+async def test_refused_requests_are_logged_once_too(
+    gateway: LocalGateway,
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    status: str,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="flowledger.access"):
+        response = await call(gateway, method, path, headers=headers)
+    assert str(response.status_code) == status
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowledger.access"]
+    assert len(lines) == 1
+    assert lines[0].split()[:3] == [method, path.split("?")[0], status]
+    assert "Jane" not in lines[0]

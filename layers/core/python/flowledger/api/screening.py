@@ -43,6 +43,21 @@ def screen_request(event: dict[str, Any], routes: Iterable[RouteSpec], max_body_
     elif route.access is Access.IAM:
         iam_principal(event)
     screen_body(_body_bytes(event), _media_type(event), max_body_bytes)
+    _lowercase_media_type(event)
+
+
+def _lowercase_media_type(event: dict[str, Any]) -> None:
+    """Media types are case-insensitive, powertools' check is not: ``Application/JSON`` must pass it too."""
+    for field in ("headers", "multiValueHeaders"):
+        headers = event.get(field) or {}
+        for key, value in headers.items():
+            if key.lower() == "content-type":
+                headers[key] = [_lowercased(v) for v in value] if isinstance(value, list) else _lowercased(value)
+
+
+def _lowercased(content_type: str) -> str:
+    media_type, separator, parameters = str(content_type).partition(";")
+    return media_type.strip().lower() + separator + parameters
 
 
 def screen_body(body: bytes, media_type: str, max_body_bytes: int) -> None:
