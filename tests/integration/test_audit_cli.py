@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,13 +11,15 @@ import pytest
 from flowledger.cli import main
 from flowledger.config import load_settings
 from flowledger.ledger.audit import checkpoints_of, take_checkpoint
-from flowledger.ledger.events import AuditEntry, AuditEvent
+from flowledger.ledger.events import GENESIS_HASH, AuditEntry, AuditEvent, seal
+from flowledger.ledger.store import to_item
 from flowledger.local.datadir import DataDir, LocalEndpoints
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.services import Services, build_services
 from flowledger.store.provision import provision_all
 
 pytestmark = pytest.mark.usefixtures("clean_environment")
+T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -52,7 +55,7 @@ def test_verify_passes_on_an_intact_ledger(
     assert "checkpoints: 1 checked" in out and "ledger verified" in out
 
 
-def test_verify_names_the_first_bad_link_and_exits_1(
+def test_verify_names_the_tampered_event_on_one_line_and_exits_1(
     store: tuple[Services, list[AuditEvent]], data_dir: DataDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
     services, events = store
@@ -64,9 +67,39 @@ def test_verify_names_the_first_bad_link_and_exits_1(
         ExpressionAttributeValues={":p": {"M": {"n": {"N": "9"}}}},
     )
     assert main(["audit", "verify", "--data-dir", str(data_dir.path)]) == 1
-    out = capsys.readouterr().out
-    assert f"FIRST BAD LINK: chain {victim.chain_id} breaks at seq {victim.seq}" in out
-    assert "expected" in out and "found" in out
+    [finding] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FINDING")]
+    assert finding.startswith(f"FINDING {victim.event_id} [hash] content does not match its hash (recomputed ")
+    assert finding.endswith(f", stored {victim.hash})")
+
+
+def test_a_malformed_item_and_a_stray_chain_are_one_line_each_and_no_traceback(
+    store: tuple[Services, list[AuditEvent]], data_dir: DataDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    services, events = store
+    table = services.aws.table_name("ledger")
+    victim = events[5]
+    services.aws.dynamodb.update_item(
+        TableName=table,
+        Key={"chain_id": {"S": victim.chain_id}, "seq": {"N": str(victim.seq)}},
+        UpdateExpression="SET note = :n",
+        ExpressionAttributeValues={":n": {"S": "x"}},
+    )
+    stray = seal(
+        AuditEntry(action="reasoning.flow.started", actor="user:m", subject="flow:1"), "chain-016", 1, GENESIS_HASH, T
+    )
+    services.aws.dynamodb.put_item(TableName=table, Item=to_item(stray))
+    assert main(["audit", "verify", "--data-dir", str(data_dir.path)]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert [line for line in lines if line.startswith("FINDING")] == [
+        f"FINDING {victim.event_id} [malformed] not a well-formed event: unexpected attribute note",
+        "FINDING chain-016.1 [unknown_chain] an item under a chain id that is not one of the ledger's chains"
+        " (chain-000 to chain-015)",
+    ]
+    assert "chain-016: 1 event under a chain id outside chain-000 to chain-015" in lines
+    # The other 11 events were checked, and the stray one counted, in the 16 chains and the stray one.
+    assert lines[-1] == "ledger verification FAILED: checked 13 events in 17 chains and 1 checkpoint"
+    assert "Traceback" not in captured.out + captured.err
 
 
 def test_proof_round_trip_and_a_tampered_file(

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from flowledger.ledger.audit import checkpoints_of, take_checkpoint
-from flowledger.ledger.events import AuditEntry, AuditEvent
+from flowledger.ledger.events import GENESIS_HASH, AuditEntry, AuditEvent, seal
+from flowledger.ledger.store import to_item
 from flowledger.services import Services
 
 ADMIN = "arn:aws:sts::123456789012:assumed-role/operator/jane"
@@ -108,3 +109,38 @@ def test_since_takes_iso_8601_only(stored: list[AuditEvent], get: Any, since: st
 def test_since_takes_an_iso_8601_date_time(stored: list[AuditEvent], get: Any) -> None:
     status, _ = get("/admin/v1/audit/events", since="2026-01-01T00:00:00Z")
     assert status == 200
+
+
+def all_event_ids(get: Any, **query: str) -> list[str]:
+    """Every event id the listing serves, page by page (3 a page)."""
+    seen, cursor = [], None
+    while True:
+        status, body = get("/admin/v1/audit/events", limit="3", **query, **({"cursor": cursor} if cursor else {}))
+        assert status == 200, body
+        seen += [event["event_id"] for event in body["events"]]
+        if (cursor := body["next_cursor"]) is None:
+            return seen
+
+
+def test_an_event_under_a_chain_id_outside_the_ledgers_is_never_served(
+    stored: list[AuditEvent], get: Any, services: Services
+) -> None:
+    entry = AuditEntry(action="reasoning.flow.started", actor="user:mallory", subject="flow:1")
+    stray = seal(entry, "chain-016", 1, GENESIS_HASH, T0 + timedelta(minutes=3, seconds=30))
+    services.aws.dynamodb.put_item(TableName=services.aws.table_name("ledger"), Item=to_item(stray))
+    assert all_event_ids(get, subject="flow:1") == [e.event_id for e in stored if e.subject == "flow:1"]
+    assert sorted(all_event_ids(get)) == sorted(e.event_id for e in stored)
+
+
+def test_a_malformed_item_is_skipped_by_both_listings_not_a_500(
+    stored: list[AuditEvent], get: Any, services: Services
+) -> None:
+    table = services.aws.table_name("ledger")
+    victim = next(e for e in stored if e.subject == "flow:1")
+    key = {"chain_id": {"S": victim.chain_id}, "seq": {"N": str(victim.seq)}}
+    item = services.aws.dynamodb.get_item(TableName=table, Key=key)["Item"]
+    services.aws.dynamodb.put_item(TableName=table, Item=item | {"seq": {"N": f"{victim.seq}.5"}})  # no position
+    services.aws.dynamodb.put_item(TableName=table, Item=item | {"note": {"S": "hidden"}})  # an extra attribute
+    served = [e for e in stored if e != victim]
+    assert all_event_ids(get, subject="flow:1") == [e.event_id for e in served if e.subject == "flow:1"]
+    assert sorted(all_event_ids(get)) == sorted(e.event_id for e in served)

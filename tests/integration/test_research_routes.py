@@ -159,14 +159,15 @@ def test_stale_sweep_recovers_then_fails_after_the_retries(services: Services) -
             "failed_after_retries": 0,
             "requeued": 0,
             "contended": 0,
+            "skipped": 0,
         }  # not stale yet
         services.clock = lambda: now + timedelta(minutes=31)
         result = backlog.sweep_stale()
         if attempt < 3:
-            assert result == {"recovered": 1, "failed_after_retries": 0, "requeued": 0, "contended": 0}
+            assert result == {"recovered": 1, "failed_after_retries": 0, "requeued": 0, "contended": 0, "skipped": 0}
             assert backlog.get(row.request_id).retry_count == attempt + 1  # type: ignore[union-attr]
         else:
-            assert result == {"recovered": 0, "failed_after_retries": 1, "requeued": 0, "contended": 0}
+            assert result == {"recovered": 0, "failed_after_retries": 1, "requeued": 0, "contended": 0, "skipped": 0}
     final = backlog.get(row.request_id)
     assert final is not None and final.status == "failed_after_retries" and final.expires_at is not None
     recorded = [a for a, _ in actions(services)]

@@ -134,7 +134,7 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from flowledger.ledger.audit import checkpoints_of, verify_ledger
-    from flowledger.ledger.events import AuditEvent
+    from flowledger.ledger.chain import Stored
 
     services = _store_services(args.data_dir)
     ledger, store = services.ledger, checkpoints_of(services)
@@ -143,25 +143,36 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     if unknown:
         raise InvalidInput(f"no chain {', '.join(unknown)} (the chains are {known[0]} to {known[-1]})")
 
-    def progress(events: Iterable[AuditEvent], chain_id: str) -> Any:
-        return tqdm(events, desc=chain_id, unit=" events", leave=False, disable=None, file=sys.stderr)
+    def progress(items: Iterable[Stored], chain_id: str) -> Any:
+        return tqdm(items, desc=chain_id, unit=" events", leave=False, disable=None, file=sys.stderr)
 
     report = verify_ledger(ledger, store, args.chain, args.from_checkpoint, progress)
-    print(f"checkpoints: {report.checkpoints_checked} checked")
+    ids, chains = report.checkpoint_ids, f"{known[0]} to {known[-1]}"
+    span = (f": {ids[0]}" + (f" to {ids[-1]}" if len(ids) > 1 else "")) if ids else ""
+    print(f"checkpoints: {report.checkpoints_checked} checked{span}")
     for chain in report.chains:
-        state = "BROKEN" if chain.bad else "ok"
-        print(f"{chain.chain_id}: {chain.checked} events checked, head seq {chain.head.seq}, {state}")
-    for problem in report.problems:
-        print(f"PROBLEM: {problem}")
-    bad = report.first_bad_link
-    if bad is not None:
-        print(f"FIRST BAD LINK: {bad.describe()}")
+        events = counted(chain.checked, "event")
+        if not chain.known:
+            print(f"{chain.chain_id}: {events} under a chain id outside {chains}")
+            continue
+        found = counted(len(chain.findings), "finding") if chain.findings else "ok"
+        print(f"{chain.chain_id}: {events} checked, head seq {chain.head.seq}, {found}")
+    if not report.scanned_for_strays:
+        print("other chain ids: not looked for (--chain)")
+    elif all(chain.known for chain in report.chains):
+        print(f"other chain ids: none in the table (every item is under {chains})")
+    for finding in report.findings:
+        print(f"FINDING {finding.describe()}")
     checked = (
-        f"{counted(sum(chain.checked for chain in report.chains), 'event')} in "
+        f"{counted(report.events_checked, 'event')} in "
         f"{counted(len(report.chains), 'chain')} and {counted(report.checkpoints_checked, 'checkpoint')}"
     )
-    print(f"ledger verified: {checked}" if report.ok else f"ledger verification FAILED: checked {checked}")
-    return 0 if report.ok else 1
+    if report.ok:
+        print(f"ledger verified: {checked}")
+        return 0
+    print(f"findings: {len(report.findings):,}")
+    print(f"ledger verification FAILED: checked {checked}")
+    return 1
 
 
 def counted(n: int, noun: str) -> str:
@@ -485,9 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify = _command(
         audit,
         "verify",
-        "recompute every link and checkpoint; exit 1 on a break",
+        "check every event, link, time and checkpoint, and look for stray chains; exit 1 on any finding",
         cmd_audit_verify,
-        "The last line counts the events, chains and checkpoints checked.",
+        "One line per finding names its place (chain-003.42 or checkpoint ID);"
+        " the last line counts the events, chains and checkpoints checked.",
     )
     verify.add_argument("--chain", action="append", help="only this chain (repeatable), e.g. chain-003")
     verify.add_argument("--from-checkpoint", help="start at this checkpoint, trusting its chain heads")

@@ -57,6 +57,19 @@ class ConditionFailed(Conflict):
         self.index = index
 
 
+class UndecodableItem(Conflict):
+    """A stored item no longer reads as what it should be: the request cannot go on until it is repaired.
+
+    The message names the item by its ids only; its values may hold PHI.
+    """
+
+    code = "undecodable_item"
+
+    def __init__(self, message: str, item: str) -> None:
+        super().__init__(message)
+        self.item = item
+
+
 class LedgerContention(FlowledgerError):
     """The chain position stayed contended after every allowed retry; nothing was written."""
 
@@ -73,6 +86,19 @@ class UpstreamUnavailable(FlowledgerError):
     """A service the request depends on (an embedding model, say) did not answer; retry later."""
 
     code = "upstream_unavailable"
+
+
+class Throttled(UpstreamUnavailable):
+    """AWS refused the request for capacity after the SDK's own retries; retry after ``retry_after_seconds``.
+
+    A refused write is all or nothing: DynamoDB transactions and single-item writes apply whole or not at all.
+    """
+
+    code = "throttled"
+
+    def __init__(self, message: str, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
 
 
 class PayloadTooLarge(FlowledgerError):

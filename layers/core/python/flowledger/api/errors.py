@@ -14,6 +14,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as AwsConnectionError
 
 from flowledger import errors
 
@@ -36,6 +38,23 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.RateLimited: HTTPStatus.TOO_MANY_REQUESTS,
 }
 
+# Error codes AWS answers when it sheds load (DynamoDB; KMS ``ThrottlingException``/``LimitExceededException``):
+# retrying later can succeed. Matched on the code, never on the message text.
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TransactionConflictException",
+        "LimitExceededException",
+    }
+)
+# Cancellation reasons of a ``TransactWriteItems`` that was refused for capacity or a concurrent transaction.
+THROTTLED_CANCELLATIONS = frozenset(
+    {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded", "TransactionConflict"}
+)
+THROTTLED_RETRY_AFTER_SECONDS = 1
+
 
 def status_for(exc: errors.FlowledgerError) -> HTTPStatus:
     """The status of a domain error: the closest mapped class in its MRO, else 400."""
@@ -46,11 +65,27 @@ def status_for(exc: errors.FlowledgerError) -> HTTPStatus:
 
 
 def error_headers(exc: errors.FlowledgerError) -> dict[str, str] | None:
-    """The headers an error's status calls for (``Retry-After`` on 429, ``Allow`` on 405)."""
-    if isinstance(exc, errors.RateLimited):
+    """The headers an error's status calls for (``Retry-After`` on 429 and 503, ``Allow`` on 405)."""
+    if isinstance(exc, (errors.RateLimited, errors.Throttled)):
         return {"Retry-After": str(exc.retry_after_seconds)}
     if isinstance(exc, errors.MethodNotAllowed):
         return {"Allow": ", ".join(exc.allowed)}
+    if status_for(exc) is HTTPStatus.SERVICE_UNAVAILABLE:  # contention, an upstream model: all worth a retry
+        return {"Retry-After": str(THROTTLED_RETRY_AFTER_SECONDS)}
+    return None
+
+
+def throttled(exc: ClientError) -> errors.Throttled | None:
+    """The domain error of an AWS refusal for capacity (by its error code), or None for any other refusal."""
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "")
+    reasons = {reason.get("Code", "None") for reason in exc.response.get("CancellationReasons", [])}
+    if code in THROTTLING_CODES or (code == "TransactionCanceledException" and reasons & THROTTLED_CANCELLATIONS):
+        operation = exc.operation_name or "a call"
+        return errors.Throttled(
+            f"the data store is busy ({code} on {operation}); nothing was written, retry the request",
+            THROTTLED_RETRY_AFTER_SECONDS,
+        )
     return None
 
 
@@ -107,10 +142,30 @@ def register_error_handlers(app: ApiGatewayResolver) -> None:
         status = HTTPStatus(exc.status_code)
         return respond(status, status.phrase.lower().replace(" ", "_"), str(exc.msg) if exc.msg else status.phrase)
 
-    @app.exception_handler(Exception)
-    def _unexpected(exc: Exception) -> Response[Any]:
+    def internal_error() -> Response[Any]:
         request_id = request_id_of(app.current_event.raw_event)
         logger.exception("unhandled error", extra={"request_id": request_id})
         return respond(
             HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", "internal error; quote the request id when reporting it"
         )
+
+    @app.exception_handler(ClientError)
+    def _aws(exc: ClientError) -> Response[Any]:
+        # Throttling can outlive botocore's own retries: a 503 the caller can retry, not a 500.
+        domain = throttled(exc)
+        if domain is None:
+            return internal_error()
+        return respond(status_for(domain), domain.code, domain.message, error_headers(domain))
+
+    @app.exception_handler([HTTPClientError, AwsConnectionError])
+    def _unreachable(exc: HTTPClientError | AwsConnectionError) -> Response[Any]:
+        # A timeout or a dropped connection (after botocore's retries). Any write is one transaction: it was
+        # applied whole or not at all, so the caller retries (with its idempotency key where the route takes one).
+        domain = errors.UpstreamUnavailable(
+            f"a backing service did not answer ({type(exc).__name__}); retry the request"
+        )
+        return respond(status_for(domain), domain.code, domain.message, error_headers(domain))
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response[Any]:
+        return internal_error()

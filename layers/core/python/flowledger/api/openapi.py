@@ -61,7 +61,7 @@ ERROR_DESCRIPTIONS = {
     401: "no valid bearer token",
     403: "missing scope, a resource of another caller, or a missing or wrong SigV4 signature",
     404: "no such resource",
-    409: "the resource's state does not allow this",
+    409: "the resource's state does not allow this, or a stored item it reads needs repair (undecodable_item)",
     413: "the body is over the size limit",
     415: "the body is not application/json",
     422: "the body or a parameter breaks the schema",
@@ -101,16 +101,15 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
     else:
         operation["security"] = []
     statuses = {429, 500, 502, 503, 504}
+    # 409 on every authenticated operation: a stored item it reads may no longer decode (undecodable_item).
     if access is Access.JWT:
-        statuses |= {401, 403, 404}
+        statuses |= {401, 403, 404, 409}
     elif access is Access.IAM:
-        statuses |= {403, 404}
+        statuses |= {403, 404, 409}
     if operation.get("parameters"):
         statuses.add(422)
     if "requestBody" in operation:
         statuses |= {400, 413, 415, 422}
-    if method in ("post", "put", "patch", "delete"):
-        statuses.add(409)
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)
     for status in sorted(statuses):

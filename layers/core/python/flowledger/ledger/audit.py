@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from flowledger.errors import NotFound
-from flowledger.ledger.chain import GENESIS, BadLink, ChainReport, verify_chain
+from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
-from flowledger.ledger.events import AuditEvent, parse_event_id
+from flowledger.ledger.events import GENESIS_HASH, parse_event_id
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
 from flowledger.services import Services
@@ -35,17 +36,28 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
 
 @dataclass
 class VerificationReport:
-    chains: list[ChainReport] = field(default_factory=list)
-    checkpoints_checked: int = 0
-    problems: list[str] = field(default_factory=list)
+    """What a verification read and found: every finding names its place."""
+
+    chains: list[ChainReport] = field(default_factory=list)  # the ledger's chains, then any stray chain ids
+    checkpoint_ids: list[str] = field(default_factory=list)
+    checkpoint_findings: list[Finding] = field(default_factory=list)
+    scanned_for_strays: bool = False  # whether the table was scanned for chain ids outside the ledger's
+
+    @property
+    def checkpoints_checked(self) -> int:
+        return len(self.checkpoint_ids)
+
+    @property
+    def events_checked(self) -> int:
+        return sum(chain.checked for chain in self.chains)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [*self.checkpoint_findings, *(finding for chain in self.chains for finding in chain.findings)]
 
     @property
     def ok(self) -> bool:
-        return not self.problems and all(report.bad is None for report in self.chains)
-
-    @property
-    def first_bad_link(self) -> BadLink | None:
-        return next((report.bad for report in self.chains if report.bad), None)
+        return not self.findings
 
 
 def verify_ledger(
@@ -53,11 +65,14 @@ def verify_ledger(
     store: CheckpointStore,
     chains: list[str] | None = None,
     from_checkpoint: str | None = None,
-    progress: Callable[[Iterator[AuditEvent], str], Iterator[AuditEvent]] = lambda it, _: it,
+    progress: Callable[[Iterator[Stored], str], Iterator[Stored]] = lambda it, _: it,
 ) -> VerificationReport:
-    """Recompute every checkpoint (from ``from_checkpoint``) and every link of the chains.
+    """Check every checkpoint (from ``from_checkpoint``), every item of the chains, and look for stray chains.
 
-    Starting from a checkpoint trusts that checkpoint's heads as the anchors of the chains.
+    Without ``chains`` every chain of the ledger is checked and the table is scanned for items under
+    any other chain id, each of which is a finding. Starting from a checkpoint trusts that
+    checkpoint's heads as the anchors of the chains. Nothing stored can make this raise: what does
+    not parse is a finding at its place, and verification goes on.
     """
     report = VerificationReport()
     ids = store.ids()
@@ -65,38 +80,90 @@ def verify_ledger(
         if from_checkpoint not in ids:
             raise NotFound(f"no checkpoint {from_checkpoint!r}")
         ids = ids[ids.index(from_checkpoint) :]
-    checkpoints = [store.get(checkpoint_id) for checkpoint_id in ids]
-    report.problems += _checkpoint_problems(checkpoints, anchored=from_checkpoint is not None)
-    report.checkpoints_checked = len(checkpoints)
+    read = _read_checkpoints(store, ids, report.checkpoint_findings)
+    report.checkpoint_ids = ids
+    report.checkpoint_findings += _checkpoint_findings(read, set(ledger.chain_ids()), from_checkpoint)
+    checkpoints = [checkpoint for checkpoint in read if checkpoint is not None]
+    # An anchor that does not parse anchors nothing: its chains are then checked from their start.
+    anchors = read[0] if read and from_checkpoint else None
     for chain_id in chains or ledger.chain_ids():
-        anchor_head = checkpoints[0].head_of(chain_id) if checkpoints and from_checkpoint else None
+        anchor_head = anchors.head_of(chain_id) if anchors else None
         anchor = anchor_head.position if anchor_head else GENESIS
         checkpointed = {head.seq: head.hash for c in checkpoints if (head := c.head_of(chain_id))}
-        events = progress(ledger.read_chain(chain_id, after_seq=anchor.seq), chain_id)
-        report.chains.append(verify_chain(chain_id, events, anchor, checkpointed))
+        stored = progress(ledger.stored_items(chain_id, after_seq=anchor.seq), chain_id)
+        report.chains.append(verify_chain(chain_id, stored, anchor, checkpointed))
+    if chains is None:
+        report.chains += _stray_chains(ledger)
+        report.scanned_for_strays = True
     return report
 
 
-def _checkpoint_problems(checkpoints: list[Checkpoint], anchored: bool) -> list[str]:
-    problems = []
-    previous: Checkpoint | None = None
-    for checkpoint in checkpoints:
-        name = f"checkpoint {checkpoint.checkpoint_id}"
+def _stray_chains(ledger: Ledger) -> list[ChainReport]:
+    """A report per chain id outside the ledger's: each of its events is a finding (none is served)."""
+    strays: dict[str, list[str]] = {}
+    for chain_id, seq in ledger.foreign_positions():
+        strays.setdefault(chain_id, []).append(seq)
+    known = ledger.chain_ids()
+    problem = f"an item under a chain id that is not one of the ledger's chains ({known[0]} to {known[-1]})"
+    return [
+        ChainReport(
+            chain_id,
+            len(seqs),
+            GENESIS,
+            tuple(Finding(f"{chain_id}.{seq}", "unknown_chain", problem) for seq in sorted(seqs, key=Decimal)),
+            known=False,
+        )
+        for chain_id, seqs in sorted(strays.items())
+    ]
+
+
+def _read_checkpoints(store: CheckpointStore, ids: list[str], findings: list[Finding]) -> list[Checkpoint | None]:
+    """Each checkpoint in ``ids`` order, None (and a finding) for one that does not parse."""
+    checkpoints: list[Checkpoint | None] = []
+    for checkpoint_id in ids:
+        try:
+            checkpoints.append(store.get(checkpoint_id))
+        except ValueError as exc:  # not UTF-8, not JSON, or not a checkpoint's fields
+            problem = f"not a well-formed checkpoint ({type(exc).__name__})"
+            findings.append(Finding(f"checkpoint {checkpoint_id}", "malformed", problem))
+            checkpoints.append(None)
+    return checkpoints
+
+
+def _checkpoint_findings(
+    checkpoints: list[Checkpoint | None], known: set[str], from_checkpoint: str | None
+) -> list[Finding]:
+    """Hash, root and link of each checkpoint; heads only of ledger chains, never going backwards.
+
+    As in a chain, the checkpoint after a malformed one is not link-checked (the link cannot say more).
+    """
+    findings = []
+    previous: Checkpoint | None = None  # the checkpoint just before, when it parsed
+    last: Checkpoint | None = None  # the last one that parsed: no head may go back from it
+    for index, checkpoint in enumerate(checkpoints):
+        if checkpoint is None:
+            previous = None
+            continue
+        where = f"checkpoint {checkpoint.checkpoint_id}"
         if checkpoint.recomputed_hash() != checkpoint.hash:
-            problems.append(f"{name} does not match its hash")
+            findings.append(Finding(where, "hash", "does not match its hash"))
         if checkpoint.recomputed_root() != checkpoint.root:
-            problems.append(f"{name}: its heads do not fold into its root")
+            findings.append(Finding(where, "root", "its heads do not fold into its root"))
         if previous is not None and checkpoint.prev_checkpoint_hash != previous.hash:
-            problems.append(f"{name} does not link to checkpoint {previous.checkpoint_id}")
-        if previous is None and not anchored and checkpoint.prev_checkpoint_hash != "0" * 64:
-            problems.append(f"{name} is the first checkpoint but links to another one")
-        if previous is not None:
-            for head in previous.heads:
-                later = checkpoint.head_of(head.chain_id)
-                if later is None or later.seq < head.seq:
-                    problems.append(f"{name}: chain {head.chain_id} went backwards")
-        previous = checkpoint
-    return problems
+            findings.append(Finding(where, "link", f"does not link to checkpoint {previous.checkpoint_id}"))
+        if index == 0 and from_checkpoint is None and checkpoint.prev_checkpoint_hash != GENESIS_HASH:
+            findings.append(Finding(where, "link", "is the first checkpoint but links to another one"))
+        for head in checkpoint.heads:
+            if head.chain_id not in known:
+                findings.append(
+                    Finding(where, "unknown_chain", f"records a head of {head.chain_id}, not a ledger chain")
+                )
+        for head in last.heads if last else []:
+            later = checkpoint.head_of(head.chain_id)
+            if later is None or later.seq < head.seq:
+                findings.append(Finding(where, "backwards", f"chain {head.chain_id} went backwards"))
+        previous = last = checkpoint
+    return findings
 
 
 def prove(ledger: Ledger, store: CheckpointStore, event_id: str) -> InclusionProof:

@@ -21,6 +21,9 @@ HexHash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Token = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/@+=-]{1,128}$")]
 PayloadValue = int | bool | None | Token
 Action = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$", max_length=96)]
+# What :func:`timestamp` writes: fixed width, so the text sorts in time order.
+TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"
+Timestamp = Annotated[str, StringConstraints(pattern=TIMESTAMP_PATTERN)]
 MAX_PAYLOAD_KEYS = 32
 MAX_SAFE_INT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger ints would not round-trip
 
@@ -55,7 +58,7 @@ class AuditEvent(AuditEntry):
     event_id: str
     chain_id: Annotated[str, StringConstraints(pattern=r"^chain-[0-9]{3}$")]
     seq: int = Field(ge=1)
-    at: str
+    at: Timestamp
     prev_hash: HexHash
     hash: HexHash
 

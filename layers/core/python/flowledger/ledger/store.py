@@ -13,7 +13,9 @@ plus a head read on most appends.) A subject's events are found through the ``by
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,13 +23,24 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
 from flowledger.errors import ConditionFailed, LedgerContention
-from flowledger.ledger.chain import GENESIS, Position
-from flowledger.ledger.events import AuditEntry, AuditEvent, seal
+from flowledger.ledger.chain import GENESIS, Malformed, Position, Stored, position_of
+from flowledger.ledger.events import (
+    GENESIS_HASH,
+    TIMESTAMP_PATTERN,
+    AuditEntry,
+    AuditEvent,
+    parse_timestamp,
+    seal,
+    timestamp,
+)
 from flowledger.store import items
 from flowledger.store.backoff import backoff_seconds
-from flowledger.store.paging import query_items
+from flowledger.store.paging import query_items, scan_items
+
+logger = logging.getLogger("flowledger.ledger")
 
 MAX_ATTEMPTS = 8
 BASE_BACKOFF_SECONDS = 0.002
@@ -44,6 +57,50 @@ def to_item(event: AuditEvent) -> dict[str, Any]:
 def from_item(item: Mapping[str, Any]) -> AuditEvent:
     """The event stored in a DynamoDB item; raises if the item is not a well-formed event."""
     return AuditEvent.model_validate(items.from_item(item))
+
+
+def decode(item: Mapping[str, Any]) -> Stored:
+    """The event stored in an item, or what is wrong with it: never raises."""
+    try:
+        return from_item(item)
+    except ValidationError as exc:
+        return Malformed(_seq_text(item), _validation_reason(exc))
+    except (ValueError, TypeError, KeyError, AttributeError, StopIteration, ArithmeticError) as exc:
+        return Malformed(_seq_text(item), f"an attribute cannot be read ({type(exc).__name__})")
+
+
+def _seq_text(item: Mapping[str, Any]) -> str:
+    seq = item.get("seq")
+    return str(seq.get("N", "?")) if isinstance(seq, Mapping) else "?"
+
+
+def _validation_reason(exc: ValidationError) -> str:
+    """Which attributes are wrong and how, in one line; the stored values are not echoed."""
+    reasons = []
+    for error in exc.errors():
+        name = ".".join(str(part) for part in error["loc"]) or "the item"
+        if error["type"] == "extra_forbidden":
+            reasons.append(f"unexpected attribute {name}")
+        elif error["type"] == "missing":
+            reasons.append(f"missing attribute {name}")
+        else:
+            reasons.append(f"{name}: {error['msg']}")
+    shown = "; ".join(reasons[:3])
+    return shown if len(reasons) <= 3 else f"{shown}; and {len(reasons) - 3} more"
+
+
+_TIMESTAMP = re.compile(TIMESTAMP_PATTERN)  # what ``timestamp`` writes
+
+
+class _Head(NamedTuple):
+    """A chain's last position and its time: the next event may not be earlier."""
+
+    seq: int
+    hash: str
+    at: str
+
+
+_GENESIS_HEAD = _Head(0, GENESIS_HASH, "")
 
 
 class SubjectCursor(NamedTuple):
@@ -80,11 +137,12 @@ class Ledger:
         self._clock = clock
         self._max_attempts = max_attempts
         self._sleep = sleep
-        self._heads: dict[str, Position] = {}
+        self._heads: dict[str, _Head] = {}
         self._lock = threading.Lock()
         self._writer = threading.local()  # .chain: the chain this thread appends to
 
     def chain_ids(self) -> list[str]:
+        """The ledger's chains, ``chain-000`` to ``chain-{shards - 1}``: no other chain id is an audit chain."""
         return [f"chain-{n:03d}" for n in range(self.shards)]
 
     def append(self, entry: AuditEntry, domain_items: Sequence[Mapping[str, Any]] = ()) -> AuditEvent:
@@ -97,7 +155,7 @@ class Ledger:
         chain_id = self._writer_chain()
         for attempt in range(self._max_attempts):
             head = self._cached_head(chain_id)
-            event = seal(entry, chain_id, head.seq + 1, head.hash, self._clock())
+            event = seal(entry, chain_id, head.seq + 1, head.hash, self._not_before(head.at))
             put = {
                 "Put": {
                     "TableName": self._table,
@@ -114,12 +172,19 @@ class Ledger:
                 chain_id = self._move_writer(chain_id)
                 self._sleep(backoff_seconds(attempt, BASE_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS))
                 continue
-            self._remember(chain_id, Position(event.seq, event.hash))
+            self._remember(chain_id, _Head(event.seq, event.hash, event.at))
             return event
         raise LedgerContention(
             f"the audit chains stayed contended after {self._max_attempts} attempts; "
             "nothing was written, retry the request"
         )
+
+    def _not_before(self, head_at: str) -> datetime:
+        """Now, or the head's time when this writer's clock is behind it: ``at`` never goes backwards in a chain."""
+        now = self._clock()
+        if _TIMESTAMP.fullmatch(head_at) and head_at > timestamp(now):
+            return parse_timestamp(head_at)
+        return now
 
     def _writer_chain(self) -> str:
         chain_id: str | None = getattr(self._writer, "chain", None)
@@ -145,16 +210,16 @@ class Ledger:
                 raise ConditionFailed(f"the condition on item {index} of the write did not hold", index) from None
         return any(code in _CONTENDED for code in reasons)
 
-    def _cached_head(self, chain_id: str) -> Position:
+    def _cached_head(self, chain_id: str) -> _Head:
         with self._lock:
             cached = self._heads.get(chain_id)
-        return cached if cached is not None else self.head(chain_id)
+        return cached if cached is not None else self._read_head(chain_id)
 
-    def _remember(self, chain_id: str, position: Position) -> None:
+    def _remember(self, chain_id: str, head: _Head) -> None:
         with self._lock:
             current = self._heads.get(chain_id)
-            if current is None or position.seq > current.seq:
-                self._heads[chain_id] = position
+            if current is None or head.seq > current.seq:
+                self._heads[chain_id] = head
 
     def _forget(self, chain_id: str) -> None:
         with self._lock:
@@ -162,6 +227,10 @@ class Ledger:
 
     def head(self, chain_id: str) -> Position:
         """The chain's last stored position (one strongly consistent read)."""
+        head = self._read_head(chain_id)
+        return Position(head.seq, head.hash) if head.seq else GENESIS
+
+    def _read_head(self, chain_id: str) -> _Head:
         response = self._db.query(
             TableName=self._table,
             KeyConditionExpression="chain_id = :c",
@@ -169,13 +238,14 @@ class Ledger:
             ScanIndexForward=False,
             Limit=1,
             ConsistentRead=True,
-            ProjectionExpression="seq, #h",
-            ExpressionAttributeNames={"#h": "hash"},
+            ProjectionExpression="seq, #h, #at",
+            ExpressionAttributeNames={"#h": "hash", "#at": "at"},
         )
         items = response.get("Items", [])
         if not items:
-            return GENESIS
-        return Position(int(items[0]["seq"]["N"]), items[0]["hash"]["S"])
+            return _GENESIS_HEAD
+        head = items[0]
+        return _Head(int(head["seq"]["N"]), head["hash"]["S"], head.get("at", {}).get("S", ""))
 
     def read_chain(self, chain_id: str, after_seq: int = 0, until_seq: int | None = None) -> Iterator[AuditEvent]:
         """The chain's events in order, from ``after_seq + 1`` (to ``until_seq``), page by page."""
@@ -192,6 +262,50 @@ class Ledger:
         }
         for item in query_items(self._db, request):
             yield from_item(item)
+
+    def stored_items(self, chain_id: str, after_seq: int = 0) -> Iterator[Stored]:
+        """Every item under ``chain_id`` in key order, each an event or :class:`Malformed`: for verification.
+
+        From the start (``after_seq`` 0) this reads the whole partition, so items under keys that are
+        no chain position (0, negative, fractional) come too.
+        """
+        condition = "chain_id = :c" + (" AND seq > :s" if after_seq else "")
+        values: dict[str, Any] = {":c": {"S": chain_id}} | ({":s": {"N": str(after_seq)}} if after_seq else {})
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+        }
+        for item in query_items(self._db, request):
+            yield decode(item)
+
+    def foreign_positions(self) -> Iterator[tuple[str, str]]:
+        """``(chain_id, seq)`` of every item under a chain id that is not one of :meth:`chain_ids`.
+
+        DynamoDB cannot list partition keys, so this is a keys-only, strongly consistent scan of the
+        whole table: it reads (and costs) as much as the table holds, and returns only the strays.
+        """
+        known = set(self.chain_ids())
+        request = {
+            "TableName": self._table,
+            "ProjectionExpression": "chain_id, seq",
+            "ConsistentRead": True,
+        }
+        for item in scan_items(self._db, request):
+            chain_id = item["chain_id"]["S"]
+            if chain_id not in known:
+                yield chain_id, item["seq"]["N"]
+
+    @staticmethod
+    def _served(item: Mapping[str, Any]) -> AuditEvent | None:
+        """The event an item holds, or None (logged) when it is not a well-formed one: the routes skip it."""
+        stored = decode(item)
+        if isinstance(stored, AuditEvent):
+            return stored
+        chain_id = item.get("chain_id", {}).get("S", "?")
+        logger.warning("ledger item %s.%s is malformed and not served: %s", chain_id, stored.seq_text, stored.reason)
+        return None
 
     def event(self, chain_id: str, seq: int) -> AuditEvent | None:
         response = self._db.get_item(
@@ -225,7 +339,10 @@ class Ledger:
             request["ExclusiveStartKey"] = start.key(subject)
         keys: list[dict[str, Any]] = []
         cursor: SubjectCursor | None = None
+        known = set(self.chain_ids())
         for item in query_items(self._db, request):
+            if item["chain_id"]["S"] not in known or position_of(item["seq"]["N"]) is None:
+                continue  # not an audit chain's event: `flowledger audit verify` reports it
             if len(keys) == limit:
                 last = keys[-1]
                 cursor = SubjectCursor(last["at"]["S"], last["chain_id"]["S"], int(last["seq"]["N"]))
@@ -249,8 +366,8 @@ class Ledger:
             while pending:
                 response = self._db.batch_get_item(RequestItems=pending)
                 for item in response.get("Responses", {}).get(self._table, []):
-                    event = from_item(item)
-                    found[(event.chain_id, event.seq)] = event
+                    if (event := self._served(item)) is not None:
+                        found[(event.chain_id, event.seq)] = event
                 pending = response.get("UnprocessedKeys") or {}
         return [found[position] for position in positions if position in found]
 
@@ -281,7 +398,9 @@ class Ledger:
         while True:
             response = self._db.query(**request)
             for item in response.get("Items", []):
-                found.append(from_item(item))
+                if (event := self._served(item)) is None:
+                    continue
+                found.append(event)
                 if len(found) == limit:
                     return found, found[-1].seq
             if "LastEvaluatedKey" not in response:

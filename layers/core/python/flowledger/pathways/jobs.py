@@ -14,6 +14,7 @@ from flowledger.pathways.models import Pathway
 from flowledger.pathways.snapshot import SnapshotRows, SnapshotStore
 from flowledger.pathways.store import PathwayStore, pack_vector, to_pathway
 from flowledger.services import Services
+from flowledger.store.decoding import Skips
 
 EMBED_BATCH = 64
 BACKFILL_ACTOR = "system:pathway_embedding_backfill"
@@ -47,7 +48,8 @@ def backfill_job(services: Services) -> dict[str, int]:
     """Embed active pathways the current model has not embedded, then publish each family's snapshot.
 
     Idempotent: a pathway already embedded by this model is left alone, and the update is
-    conditional on that, so two runs at once embed each pathway once.
+    conditional on that, so two runs at once embed each pathway once. An item that no longer reads
+    as a pathway is logged by id, counted in ``skipped`` and left out of the snapshot.
     """
     return _run(services, "pathway_embedding_backfill", lambda: _backfill(services))
 
@@ -60,8 +62,8 @@ def _backfill(services: Services) -> dict[str, int]:
     families: dict[str, SnapshotRows] = {}
     todo: list[Pathway] = []
     vectors: dict[str, bytes] = {}
-    for item in store.scan():
-        pathway, vector = to_pathway(item)
+    skips = Skips("pathway_embedding_backfill")
+    for pathway, vector in skips.readable(store.scan(), to_pathway):
         family = families.setdefault(pathway.trigger_type, SnapshotRows(model.name, pathway.trigger_type))
         if not pathway.active:
             continue
@@ -96,7 +98,12 @@ def _backfill(services: Services) -> dict[str, int]:
                 payload={"version": version, "pathways": len(family.ids), "model": model.name},
             )
         )
-    return {"embedded": embedded, "families": len(families), "pathways": sum(len(f.ids) for f in families.values())}
+    return {
+        "embedded": embedded,
+        "families": len(families),
+        "pathways": sum(len(f.ids) for f in families.values()),
+        "skipped": skips.count,
+    }
 
 
 def _store_embedding(services: Services, store: PathwayStore, pathway: Pathway, model: str, packed: bytes) -> bool:
@@ -133,7 +140,10 @@ def _store_embedding(services: Services, store: PathwayStore, pathway: Pathway, 
 
 
 def decay_job(services: Services) -> dict[str, int]:
-    """Demote cold and stale pathways: non-destructive (``demoted_at`` + ``demotion_reason``), idempotent."""
+    """Demote cold and stale pathways: non-destructive (``demoted_at`` + ``demotion_reason``), idempotent.
+
+    An item that no longer reads as a pathway is logged by id, counted in ``skipped`` and left alone.
+    """
     return _run(services, "pathway_decay", lambda: _decay(services))
 
 
@@ -146,8 +156,8 @@ def _decay(services: Services) -> dict[str, int]:
     stale_reason = f"stale_no_recent_hits_{settings.pathway_stale_days}d"
     store = PathwayStore.of(services)
     counts = {"scanned": 0, "demoted_cold": 0, "demoted_stale": 0}
-    for item in store.scan():
-        pathway, _ = to_pathway(item)
+    skips = Skips("pathway_decay")
+    for pathway, _ in skips.readable(store.scan(), to_pathway):
         counts["scanned"] += 1
         if not pathway.active:
             continue
@@ -159,7 +169,7 @@ def _decay(services: Services) -> dict[str, int]:
             continue
         if _demote(services, store, pathway, reason):
             counts[key] += 1
-    return counts
+    return {**counts, "skipped": skips.count}
 
 
 def _demote(services: Services, store: PathwayStore, pathway: Pathway, reason: str) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from flowledger.pathways.models import Pathway
 from flowledger.services import Services
-from flowledger.store import items
+from flowledger.store.decoding import decoded, key_of
 from flowledger.store.paging import query_items, scan_items
 
 BATCH_GET = 100
@@ -35,9 +35,18 @@ def unit(vector: Sequence[float]) -> list[float]:
 
 
 def to_pathway(item: dict[str, Any]) -> tuple[Pathway, bytes | None]:
-    """A stored item as a pathway and its packed vector (None when not embedded)."""
-    values = items.from_item(item)
+    """A stored item as a pathway and its packed vector (None when not embedded).
+
+    Raises ``UndecodableItem`` naming the pathway when the item no longer reads as one.
+    """
+    pathway_id = key_of(item, "pathway_id")
+    return decoded(item, _pathway_and_vector, f"pathway {pathway_id}", pathway_id)
+
+
+def _pathway_and_vector(values: dict[str, Any]) -> tuple[Pathway, bytes | None]:
     vector = values.pop("embedding", None)
+    if vector is not None and not isinstance(vector, bytes):
+        raise TypeError("embedding is not binary")
     return Pathway.model_validate(values), vector
 
 

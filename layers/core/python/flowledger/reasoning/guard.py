@@ -14,21 +14,48 @@ from dataclasses import dataclass
 
 MAX_SUMMARY_CHARS = 280
 
-_DOSE_UNITS = r"(?:mg|mcg|µg|ug|g|ml|mL|l|units?|iu|IU|mmol|meq|mEq|tabs?|tablets?|caps?|capsules?|puffs?|drops?)"
+_DOSE_UNITS = (
+    r"(?:(?:mg|mcg|ml)s?|µg|μg|ug|ng|gm?|l|iu|units?|mmol|meq|tabs?|tablets?|caps?|capsules?|puffs?|drops?"
+    r"|(?:milli|micro|nano)?gram(?:me)?s?|(?:milli)?lit(?:re|er)s?|international\s+units?)"
+)
+_SPELLED_DOSE_UNITS = r"(?:(?:milli|micro|nano)?gram(?:me)?s?|(?:milli)?lit(?:re|er)s?|international\s+units?)"
+# A dose's number may be glued to a lowercase drug name ("metformin500mg") but not to a digit or a capital,
+# so ids such as "fl_01ARZ3NDEKTSV4RRFFQ69G5FAV" hold no dose.
+_DOSE_START = r"(?-i:(?<![A-Z0-9]))"
+# A unit ends where a word would not go on, glued text aside: "500mgReviewed" and "40 MGReviewed" are
+# doses, "2 GB" and "3 mgmt" are not.
+_UNIT_END = r"(?-i:(?![a-z])(?!(?<=[A-Z])[A-Z](?![a-z])))"
+_NUMBER_WORDS = (
+    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty"
+    r"|hundred|thousand|half|quarter)"
+)
+# Abbreviated titles match in any case. They must start a word, be capitalised after a lowercase letter
+# ("notesDr. Smith"), or (but for "ms", as in "items.") be followed by a dot ("notesdr. smith"), so
+# "items checked" is no title. Lowercase "ms" is milliseconds unless a dot follows it, and no "ms"
+# right after a number is a title ("340 ms later").
+_ANY_CASE_TITLE = (
+    r"(?:(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))(?:(?i:mrs|mr|dr|prof)|(?<!\d)(?<!\d\s)(?:MS|Ms|mS|ms(?=\.)))"
+    r"|(?i:mrs|mr|dr|prof)(?=\.))"
+)
 # Digit patterns use digit lookarounds rather than word boundaries, and keyword patterns have no
 # leading boundary, so a fragment glued to other text ("notesMRN: 123", "6789Reviewed") still counts.
 BANNED: dict[str, re.Pattern[str]] = {
     "mrn": re.compile(r"(?:MRN|medical\s+record(?:\s+(?:number|no\.?|#))?)\s*[:#]?\s*[A-Z0-9-]{4,}", re.I),
-    "long_id": re.compile(r"(?<!\d)(?<!\d\.)\d{9,10}(?!\d|\.\d)"),
+    # Nine or more digits in a row, or in groups joined by one space or dash ("1234 5678 9012"); a
+    # colon, slash or decimal point ends a run, so times, slashed dates and decimals stay short.
+    "long_id": re.compile(r"(?<!\d)(?<!\d\.)(?=(?:\d[ -]?){8}\d)"),
     "ssn": re.compile(r"(?<!\d)\d{3}[-\s]\d{2}[-\s]\d{4}(?!\d)"),
     "dob": re.compile(r"(?:DOB|D\.O\.B\.?|date\s+of\s+birth|born(?:\s+on)?)(?![a-z])\s*[:\-]?", re.I),
     "iso_date": re.compile(r"(?<!\d)(?:19|20)\d{2}[-/.](?:0?[1-9]|1[0-2])[-/.](?:0?[1-9]|[12]\d|3[01])(?!\d)"),
     "phone": re.compile(r"(?:\+?1[\s.-]?)?(?:\(\d{3}\)|(?<!\d)\d{3})[\s.-]?\d{3}[\s.-]?\d{4}(?!\d)"),
     "email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
-    "medication_dose": re.compile(rf"[A-Za-z][A-Za-z-]{{2,}}\s+\d+(?:[.,]\d+)?\s*{_DOSE_UNITS}(?![a-z])"),
+    "medication_dose": re.compile(
+        rf"(?:{_DOSE_START}\d+(?:[.,]\d+)?\s*{_DOSE_UNITS}|{_NUMBER_WORDS}[\s-]+{_SPELLED_DOSE_UNITS}){_UNIT_END}", re.I
+    ),
     "icd10": re.compile(r"(?<![A-Za-z0-9])[A-TV-Z]\d[0-9A-Z](?:\.[0-9A-Z]{1,4})?(?![a-z0-9])"),
     "titled_name": re.compile(
-        r"(?:Dr|Mr|Mrs|Ms|Miss|Mx|Prof|Nurse|Patient)\.?\s+[A-Z][a-z'\u2019-]+(?:\s+[A-Z][a-z'\u2019-]+)?"
+        rf"(?:{_ANY_CASE_TITLE}(?:\.\s*|\s+)(?i:[a-z][a-z'\u2019-]+)"
+        r"|(?:Miss|Mx|Nurse|Patient|Doctor)\.?\s+[A-Z][a-z'\u2019-]+)"
     ),
 }
 

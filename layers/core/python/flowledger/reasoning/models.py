@@ -3,6 +3,9 @@
 Bodies are strict where a scalar is meant: a boolean is only JSON ``true``/``false``, a number only
 a JSON number (an integer is a valid float), a string only a string; lax coercion would let
 ``"confidence": false`` or ``"reasoning_read": 0`` through as a value nobody sent.
+
+Free-form step payloads are checked before any write: what DynamoDB could not hold exactly is a
+422 naming where it is (``store/storable.py``), never an item that breaks every later read.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -23,12 +27,15 @@ from pydantic import (
 
 from flowledger.reasoning.dimensions import Dimensions
 from flowledger.reasoning.guard import MAX_SUMMARY_CHARS
+from flowledger.store.envelope import SEALED_MARKER
+from flowledger.store.storable import refusal, require_storable
 
 Name = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
 Ref = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256)]
 Summary = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_SUMMARY_CHARS)]
 OpaqueId = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 StepId = Annotated[str, StringConstraints(strict=True, pattern=r"^st_[0-9A-Z]{26}$")]
+Confidence = Annotated[StrictFloat, Field(ge=0, le=1), AfterValidator(require_storable)]
 MAX_STEPS_PER_FLOW = 500
 MAX_STEP_PAYLOAD_BYTES = 64 * 1024
 MAX_PARENTS = 16
@@ -36,6 +43,18 @@ MAX_PARENTS = 16
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _no_sealed_lookalike(fields: dict[str, Any]) -> dict[str, Any]:
+    """A field's value that is a map holding the sealing marker would be read back as a sealed field."""
+    for name, value in fields.items():
+        if isinstance(value, dict) and SEALED_MARKER in value:
+            raise refusal("reserved_key", f"{SEALED_MARKER} is reserved for sealed fields", (name, SEALED_MARKER))
+    return fields
+
+
+# AfterValidators run in order: storable first, so the sealing check sees only string keys.
+StepFields = Annotated[dict[str, Any], AfterValidator(require_storable), AfterValidator(_no_sealed_lookalike)]
 
 
 class FlowStart(_Strict):
@@ -63,11 +82,11 @@ class StepCreate(_Strict):
     step_kind: Name
     agent: Name
     summary_text: Summary
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    outputs: dict[str, Any] = Field(default_factory=dict)
+    inputs: StepFields = Field(default_factory=dict)
+    outputs: StepFields = Field(default_factory=dict)
     pii_fields: PiiFields = Field(default_factory=PiiFields)
     latency_ms: StrictInt | None = Field(None, ge=0, le=86_400_000)
-    confidence: StrictFloat | None = Field(None, ge=0, le=1)
+    confidence: Confidence | None = None
     back_refs: BackRefs = Field(default_factory=BackRefs)
     parent_step_ids: list[StepId] = Field(default_factory=list, max_length=MAX_PARENTS)
 
@@ -83,7 +102,7 @@ class StepCreate(_Strict):
 class Outcome(_Strict):
     type: Literal["claim_created", "recommendation_delivered", "no_action", "insufficient_evidence", "error", "timeout"]
     summary: Summary
-    confidence: StrictFloat | None = Field(None, ge=0, le=1)
+    confidence: Confidence | None = None
 
 
 class FlowClose(_Strict):

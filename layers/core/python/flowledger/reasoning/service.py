@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from flowledger.errors import ConditionFailed, Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
+from flowledger.errors import (
+    ConditionFailed,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    UndecodableItem,
+)
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
@@ -39,7 +47,8 @@ from flowledger.reasoning.models import (
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
-from flowledger.store.envelope import is_sealed
+from flowledger.store.decoding import DECODE_ERRORS, Skips, decoded, key_of, undecodable
+from flowledger.store.envelope import FieldRef, is_sealed
 from flowledger.store.paging import query_items
 from flowledger.store.ratelimit import hit_rate_limit
 
@@ -295,9 +304,13 @@ class FlowService:
         return consent
 
     def decay_stale_flows(self) -> dict[str, int]:
-        """Abort every flow active for more than 24 hours (reason ``timeout``); safe to re-run."""
+        """Abort every flow active for more than 24 hours (reason ``timeout``); safe to re-run.
+
+        ``skipped`` counts flows closed meanwhile and flows whose stored flow or steps cannot be read.
+        """
         cutoff = timestamp(self._s.clock() - STALE_AFTER)
         aborted = skipped = 0
+        undecodable = Skips("flow_decay")
         for shard in range(ACTIVE_SHARDS):
             for flow_id in self._stale_in_shard(str(shard), cutoff):
                 try:
@@ -311,11 +324,14 @@ class FlowService:
                         ),
                         "system:flow_decay",
                     )
+                except UndecodableItem as exc:
+                    undecodable.note(exc)  # one poisoned flow must not stop every hourly run
+                    continue
                 except (Conflict, NotFound):
                     skipped += 1  # closed meanwhile: nothing to do
                     continue
                 aborted += 1
-        return {"aborted": aborted, "skipped": skipped}
+        return {"aborted": aborted, "skipped": skipped + undecodable.count}
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -411,7 +427,7 @@ class FlowService:
         response = self._db.get_item(TableName=self._flows, Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
         if "Item" not in response:
             raise NotFound(f"no flow {flow_id}")
-        return FlowView.model_validate(items.from_item(response["Item"]))
+        return decoded(response["Item"], FlowView.model_validate, f"flow {flow_id}", flow_id)
 
     def _step_records(self, flow_id: str) -> Iterator[dict[str, Any]]:
         request: dict[str, Any] = {
@@ -420,7 +436,10 @@ class FlowService:
             "ExpressionAttributeValues": {":f": {"S": flow_id}},
             "ConsistentRead": True,
         }
-        records = [items.from_item(item) for item in query_items(self._db, request)]
+        records = [
+            decoded(item, _step_record, f"step {key_of(item, 'step_id')} of flow {flow_id}", key_of(item, "step_id"))
+            for item in query_items(self._db, request)
+        ]
         # Step ids are ULIDs, so key order is creation order; client-chosen ids keep it as they are ULIDs too.
         yield from sorted(records, key=lambda r: (r["created_at"], r["step_id"]))
 
@@ -446,17 +465,24 @@ class FlowService:
 
     def _seal(self, flow_id: str, step_id: str, side: str, values: dict[str, Any], pii: list[str]) -> dict[str, Any]:
         return {
-            key: self._s.sealer.seal(value, f"{flow_id}/{step_id}/{side}/{key}") if key in pii else value
+            key: self._s.sealer.seal(value, FieldRef(flow_id, step_id, side, key)) if key in pii else value
             for key, value in values.items()
         }
 
     def _open(self, flow_id: str, record: dict[str, Any], side: str) -> dict[str, Any]:
         return {
-            key: self._s.sealer.open(value, f"{flow_id}/{record['step_id']}/{side}/{key}")
+            key: self._open_field(value, FieldRef(flow_id, record["step_id"], side, key), side, record["step_id"])
             if is_sealed(value)
             else value
             for key, value in record.get(side, {}).items()
         }
+
+    def _open_field(self, sealed: dict[str, str], context: FieldRef, side: str, step_id: str) -> Any:
+        try:
+            return self._s.sealer.open(sealed, context)
+        except DECODE_ERRORS as exc:
+            # A mangled, moved or forged envelope (SealedFieldError) is the item's fault, not the request's.
+            raise undecodable(f"sealed {side} of step {step_id}", step_id, exc) from None
 
     def flow_with_steps(self, flow_id: str) -> tuple[FlowView, list[dict[str, Any]]]:
         """A flow and its stored step records (sealed fields stay sealed)."""
@@ -499,6 +525,12 @@ class FlowService:
 def flow_decay_job(services: Services) -> dict[str, int]:
     """The hourly job: abort zombie flows."""
     return FlowService(services).decay_stale_flows()
+
+
+def _step_record(values: dict[str, Any]) -> dict[str, Any]:
+    """A stored step as read, once it holds what every reader of steps relies on."""
+    AdminStepView.model_validate(values)
+    return values
 
 
 def _signal(step: dict[str, Any]) -> StepSignal:

@@ -34,6 +34,7 @@ from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.backoff import backoff_seconds
+from flowledger.store.decoding import Skips, decoded, key_of
 from flowledger.store.paging import query_items
 
 CANDIDATES_PER_QUERY = 8
@@ -130,11 +131,14 @@ class Backlog:
         """
         if trigger_type is not None:
             return self._pull_oldest(actor, trigger_type, strategy, parked_only=False)
+        skips = Skips("backlog_pull")
         while (ticket := self._tickets.take()) is not None:
             copy = self._tickets.slot(ticket)
             if copy is None:
                 continue  # its row was pulled by trigger type
-            row = BacklogRow.model_validate(items.from_item(copy))
+            row = next(skips.readable([copy], _row), None)
+            if row is None:
+                continue  # logged; the ticket is spent, so the queue moves past it
             if strategy and row.strategy not in (None, strategy):
                 self._park(row, actor)
                 continue
@@ -196,8 +200,9 @@ class Backlog:
             request["ExpressionAttributeValues"][":strategy"] = {"S": strategy}
         if filters:
             request["FilterExpression"] = " AND ".join(filters)
-        matching = itertools.islice(query_items(self._db, request), CANDIDATES_PER_QUERY)
-        return [BacklogRow.model_validate(items.from_item(item)) for item in matching]
+        # A row that cannot be read is passed over (and logged), or it would block the head of the queue.
+        readable = Skips("backlog_pull").readable(query_items(self._db, request), _row)
+        return list(itertools.islice(readable, CANDIDATES_PER_QUERY))
 
     def _dispatch(self, candidate: BacklogRow, actor: str) -> BacklogRow | None:
         request_id = candidate.request_id
@@ -321,11 +326,13 @@ class Backlog:
 
         Pending rows whose ticket was taken long ago without a dispatch (a consumer died between the
         two) get a new ticket at the back of the queue; parked rows have no ticket and are left alone.
+        Rows that cannot be read are logged by id, counted in ``skipped`` and left as they are.
         """
         settings = self._s.settings
         cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))
         recovered = failed = requeued = contended = 0
-        for row in self._rows(BacklogStatus.DISPATCHED):
+        skips = Skips("backlog_stale_sweep")
+        for row in self._rows(BacklogStatus.DISPATCHED, skips):
             if row.dispatched_at is None or row.dispatched_at >= cutoff:
                 continue
             try:
@@ -348,7 +355,7 @@ class Backlog:
             except (BacklogContention, LedgerContention):
                 contended += 1  # the next sweep tries again
         _, taken = self._tickets.counter()
-        for row in self._rows(BacklogStatus.PENDING):
+        for row in self._rows(BacklogStatus.PENDING, skips):
             # A parked row (no ticket) waits for a pull of its strategy; it is not stranded.
             stranded = row.ticket is not None and row.ticket <= taken and (row.ticketed_at or row.created_at) < cutoff
             if not stranded:
@@ -360,7 +367,13 @@ class Backlog:
                 continue  # dispatched meanwhile
             except (BacklogContention, LedgerContention):
                 contended += 1  # the next sweep tries again
-        result = {"recovered": recovered, "failed_after_retries": failed, "requeued": requeued, "contended": contended}
+        result = {
+            "recovered": recovered,
+            "failed_after_retries": failed,
+            "requeued": requeued,
+            "contended": contended,
+            "skipped": skips.count,
+        }
         self._s.ledger.append(
             AuditEntry(
                 action="memory.job.backlog_stale_sweep.completed",
@@ -435,7 +448,7 @@ class Backlog:
         item = self._db.get_item(TableName=self._table, Key={"request_id": {"S": request_id}}, ConsistentRead=True).get(
             "Item"
         )
-        return BacklogRow.model_validate(items.from_item(item)) if item else None
+        return _row(item) if item else None
 
     def _by_status(self, status: BacklogStatus) -> dict[str, Any]:
         """The query of the rows in one status, oldest first."""
@@ -447,9 +460,10 @@ class Backlog:
             "ExpressionAttributeValues": {":s": {"S": status.value}},
         }
 
-    def _rows(self, status: BacklogStatus) -> Iterator[BacklogRow]:
-        for item in query_items(self._db, self._by_status(status)):
-            yield BacklogRow.model_validate(items.from_item(item))
+    def _rows(self, status: BacklogStatus, skips: Skips | None = None) -> Iterator[BacklogRow]:
+        """The rows in one status; one that cannot be read raises, or with ``skips`` is noted and passed over."""
+        raw = query_items(self._db, self._by_status(status))
+        return skips.readable(raw, _row) if skips else (_row(item) for item in raw)
 
     def view(self) -> BacklogView:
         """The observability view with the server-computed loop-health verdict."""
@@ -506,6 +520,11 @@ class Backlog:
             )
         )
         return view
+
+
+def _row(item: dict[str, Any]) -> BacklogRow:
+    request_id = key_of(item, "request_id")
+    return decoded(item, BacklogRow.model_validate, f"backlog request {request_id}", request_id)
 
 
 def _row_item(row: BacklogRow) -> dict[str, Any]:

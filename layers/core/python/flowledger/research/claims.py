@@ -48,7 +48,8 @@ class ClaimTriage:
             )
         except ConditionFailed:
             existing = self.get(body.claim_id)
-            assert existing is not None
+            if existing is None:  # the condition failed, yet no claim is there: a 409, not an assertion's 500
+                raise
             return existing, False
         return entry, True
 
