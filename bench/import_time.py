@@ -14,12 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flowledger.api.registry import REST_CAPABILITIES
+from flowledger.api.registry import CAPABILITY_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 7
 BASELINE = "import boto3, pydantic, aws_lambda_powertools"
-REST_FUNCTIONS = set(REST_CAPABILITIES)
+REST_FUNCTIONS = set(CAPABILITY_MODULES)
 HEAVY = ("openai", "numpy", "faiss", "sentence_transformers", "moto", "uvicorn")
 TARGET_RATIO = 1.3
 COLD_PATH = """

@@ -8,7 +8,7 @@ from pathlib import Path
 from aws_cdk import Acknowledgment, CfnOutput, Environment, Stack, Validations
 from constructs import Construct
 
-from flowledger.api.registry import REST_CAPABILITIES, route_table
+from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from infra.constructs.api import Api
 from infra.constructs.chat import Chat
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
@@ -76,7 +76,8 @@ class FlowledgerStack(Stack):
             cors_origins=[o.strip() for o in settings.cors_origins.split(",") if o.strip()],
         )
         self.capability_functions = {}
-        for name, routers in REST_CAPABILITIES.items():
+        for name in CAPABILITY_MODULES:
+            routers = capability_routers(name)
             function = python_function(
                 self,
                 f"Function-{name}",

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Match, Template
 
 from flowledger.api.access import Access
 from flowledger.api.chat_app import CHAT_ROUTES
-from flowledger.api.registry import REST_CAPABILITIES, route_table
+from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from flowledger.jobs import JOBS
 from flowledger.store.tables import TABLES, physical_table_name
 
@@ -87,8 +87,8 @@ def test_every_route_is_deployed_with_the_authentication_its_path_requires(resou
     }
     expected = {
         (route.path, route.method): AUTH_TYPE[route.access]
-        for routers in REST_CAPABILITIES.values()
-        for route in route_table(*routers)
+        for name in CAPABILITY_MODULES
+        for route in route_table(*capability_routers(name))
     }
     expected.update({(path, method): "CUSTOM" for path, method in CHAT_ROUTES})
     assert expected  # the registry is not empty

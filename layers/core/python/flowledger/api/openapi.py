@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from flowledger.api.access import SIGNED, Access, access_for, any_token, needs_scope, security_schemes
-from flowledger.api.registry import REST_CAPABILITIES
+from flowledger.api.registry import CAPABILITY_MODULES, capability_routers
 from flowledger.api.routes import schema_resolver
 from flowledger.chat.models import (
     MAX_QUERY_CHARS,
@@ -76,7 +76,7 @@ SSE_EVENTS: tuple[type[BaseModel], ...] = (StartEvent, StatusEvent, ContentEvent
 
 def openapi_document(version: str) -> dict[str, Any]:
     """The whole API as an OpenAPI 3.1 document."""
-    app = schema_resolver(router for routers in REST_CAPABILITIES.values() for router in routers)
+    app = schema_resolver(router for name in CAPABILITY_MODULES for router in capability_routers(name))
     document: dict[str, Any] = json.loads(
         app.get_openapi_json_schema(title=TITLE, version=version, security_schemes=security_schemes())
     )
