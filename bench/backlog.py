@@ -16,7 +16,7 @@ from flowledger.config import load_settings
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
 from flowledger.research.backlog import Backlog
-from flowledger.research.models import DeeperRequest, Reason
+from flowledger.research.synthetic import enqueue_synthetic
 from flowledger.services import build_services
 from flowledger.store.provision import create_table
 from flowledger.store.tables import table_spec
@@ -30,17 +30,7 @@ def run(endpoint: str, consumers: int) -> tuple[float, list[float]]:
     for table in ("backlog", "backlog_tickets", "ledger"):
         create_table(aws, table_spec(table))
     producer = Backlog(build_services(settings, EMBEDDED_CREDENTIALS))
-    for n in range(ROWS):
-        producer.enqueue(
-            "user:bench",
-            DeeperRequest(
-                idempotency_key=f"bench-{n:06d}",
-                trigger_type="user_question",
-                trigger_ref=f"q/{n}",
-                reason=Reason.WEAK_COMPOSITE_K,
-                question_framing="q",
-            ),
-        )
+    enqueue_synthetic(producer, ROWS, "bench", actor="user:bench")
     barrier = threading.Barrier(consumers + 1)
     per_pull: list[float] = []
     lock = threading.Lock()

@@ -30,7 +30,7 @@ from flowledger.config import load_settings
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.research.backlog import Backlog
-from flowledger.research.models import DeeperRequest, Reason
+from flowledger.research.synthetic import enqueue_synthetic
 from flowledger.services import build_services
 
 LEVELS = (1, 4, 16)
@@ -99,17 +99,7 @@ def enqueue(directory: DataDir, rows: int) -> None:
     endpoints = directory.endpoints()
     settings = load_settings(aws_endpoint_url=endpoints.aws_endpoint_url, aws_region=endpoints.region)
     backlog = Backlog(build_services(settings, EMBEDDED_CREDENTIALS))
-    for n in range(rows):
-        backlog.enqueue(
-            "user:bench",
-            DeeperRequest(
-                idempotency_key=f"devserver-bench-{n:06d}",
-                trigger_type="user_question",
-                trigger_ref=f"q/{n}",
-                reason=Reason.WEAK_COMPOSITE_K,
-                question_framing="q",
-            ),
-        )
+    enqueue_synthetic(backlog, rows, "devserver-bench", actor="user:bench")
 
 
 def main() -> int:

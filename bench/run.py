@@ -10,7 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["import_time.py", "ledger.py", "flows.py", "chat.py", "backlog.py", "pathways.py", "devserver.py"]
+BENCHMARKS = [
+    "import_time.py",
+    "ledger.py",
+    "flows.py",
+    "chat.py",
+    "diagnosis.py",
+    "backlog.py",
+    "pathways.py",
+    "devserver.py",
+]
 
 
 def main() -> int:

@@ -12,6 +12,7 @@ from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, rout
 from infra.constructs.api import Api
 from infra.constructs.chat import Chat
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
+from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
@@ -90,6 +91,8 @@ class FlowledgerStack(Stack):
             self.capability_functions[name] = function
         chat = Chat(self, "Chat", defaults=defaults, api=api, lwa_layer_version=settings.lwa_layer_version)
         data.grant(chat.function, CHAT_ACCESS)
+        # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
+        grant_diagnosis(chat.function, DiagnosisAccess.from_context(self.node))
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
         data.grant(jobs.function, JOBS_ACCESS)
         self.data = data

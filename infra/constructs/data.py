@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -22,6 +23,8 @@ from flowledger.store.tables import (
 )
 
 BUCKET_SUFFIX = f"{Aws.ACCOUNT_ID}-{Aws.REGION}"
+# The KMS encryption context key that names a sealed field's flow (FieldRef.kms_context; a test ties the two).
+FLOW_CONTEXT_KEY = "flowledger:flow_id"
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class Data(Construct):
             bucket_id = stack.get_logical_id(self.buckets[name].node.default_child)  # type: ignore[arg-type]
             findings.append(f"Resource::<{bucket_id}.Arn>/*")
         if access.seal_fields:
-            self.key.grant_encrypt_decrypt(function)
+            self._grant_sealing(function)
         if access.read_buckets or access.write_buckets or access.read_tables or access.write_tables:
             findings += ["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"]
         reason = (
@@ -100,6 +103,35 @@ class Data(Construct):
         )
         Validations.of(function).acknowledge(
             *(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason) for finding in sorted(set(findings)))
+        )
+
+    def _grant_sealing(self, function: lambda_.Function) -> None:
+        """Data keys for sealed fields, only under a flow's encryption context (flowledger.store.envelope).
+
+        The sealer asks KMS with ``flowledger:flow_id`` in the context, so the allow requires it; and since the
+        table grants allow kms:Decrypt on the same key (for DynamoDB and S3 encryption at rest), a deny refuses
+        a direct decrypt without that context unless DynamoDB or S3 makes it for the function.
+        """
+        key = self.key.key_arn
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resources=[key],
+                conditions={"StringLike": {f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}": "*"}},
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["kms:Decrypt"],
+                resources=[key],
+                conditions={
+                    "Null": {f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}": "true"},
+                    "StringNotEquals": {
+                        "kms:ViaService": [f"dynamodb.{Aws.REGION}.amazonaws.com", f"s3.{Aws.REGION}.amazonaws.com"]
+                    },
+                },
+            )
         )
 
     def _table(self, spec: TableSpec, prefix: str) -> dynamodb.Table:

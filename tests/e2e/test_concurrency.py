@@ -22,7 +22,7 @@ from botocore.credentials import Credentials
 from flowledger.config import load_settings
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.research.backlog import Backlog
-from flowledger.research.models import DeeperRequest, Reason
+from flowledger.research.synthetic import enqueue_synthetic
 from flowledger.services import build_services
 
 pytestmark = pytest.mark.e2e
@@ -63,21 +63,7 @@ def enqueue_rows(server: Any, count: int) -> dict[str, str]:
     producer = build_services(settings, EMBEDDED_CREDENTIALS)
     ticks = itertools.count()
     producer.clock = lambda: T0 + timedelta(milliseconds=next(ticks))  # distinct, ordered creation times
-    backlog = Backlog(producer)
-    created = {}
-    for n in range(count):
-        row, _ = backlog.enqueue(
-            "user:producer",
-            DeeperRequest(
-                idempotency_key=f"http-conc-{n:06d}",
-                trigger_type="user_question",
-                trigger_ref=f"q/{n}",
-                reason=Reason.WEAK_COMPOSITE_K,
-                question_framing="q",
-            ),
-        )
-        created[row.request_id] = row.created_at
-    return created
+    return enqueue_synthetic(Backlog(producer), count, "http-conc")
 
 
 def test_sixteen_signed_consumers_drain_two_thousand_rows_over_http(busy_server: Any) -> None:

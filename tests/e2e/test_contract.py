@@ -94,6 +94,20 @@ def test_the_served_document_is_valid_openapi_3_1(document: dict[str, Any]) -> N
     validate(document, cls=OpenAPIV31SpecValidator)
 
 
+def test_every_429_and_503_declares_the_retry_after_header_it_is_sent_with(document: dict[str, Any]) -> None:
+    declared = [
+        (path, method, status, response.get("headers", {}).get("Retry-After"))
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        for status, response in operation["responses"].items()
+        if status in ("429", "503")
+    ]
+    assert len(declared) >= 2 * len(rest_routes())  # every operation can answer both
+    for path, method, status, header in declared:
+        assert header is not None, (method, path, status)
+        assert header["required"] is True and header["schema"]["type"] == "integer", (method, path, status)
+
+
 def test_every_served_route_is_documented_with_its_scope(document: dict[str, Any]) -> None:
     served = {(r.method, r.path, r.access, r.scope) for r in rest_routes()}
     served |= {(method, path, "jwt", "chat") for path, method in CHAT_ROUTES}

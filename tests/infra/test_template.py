@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,9 @@ from flowledger.api.access import Access
 from flowledger.api.chat_app import CHAT_ROUTES
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from flowledger.jobs import JOBS
+from flowledger.store.envelope import FieldRef
 from flowledger.store.tables import TABLES, physical_table_name
+from infra.constructs.data import FLOW_CONTEXT_KEY
 
 AUTH_TYPE = {Access.JWT: "CUSTOM", Access.IAM: "AWS_IAM", Access.PUBLIC: "NONE"}
 
@@ -222,3 +225,40 @@ def test_chat_streams_through_lambda_web_adapter(template: Template, resources: 
     assert [(_path_of(resources, m["Properties"]["ResourceId"]), m["Properties"]["HttpMethod"]) for m in streaming] == [
         ("/api/chat", "POST")
     ]
+
+
+def _key_statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """The role's statements that name KMS actions."""
+    return [
+        statement
+        for policy in of_type(resources, "AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(
+            str(a).startswith("kms:")
+            for a in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+        )
+    ]
+
+
+def test_sealed_fields_open_only_under_a_flow_encryption_context(resources: dict[str, Any]) -> None:
+    # The context key the policy conditions on is the one the sealer sends.
+    assert FLOW_CONTEXT_KEY in FieldRef("fl_1", "st_1", "inputs", "dob").kms_context()
+    condition_key = f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}"
+    statements = _key_statements(resources, _role_of(resources, "Functionreasoning"))
+    allows = [s for s in statements if s["Effect"] == "Allow" and condition_key in str(s.get("Condition"))]
+    assert [(sorted(s["Action"]), s["Condition"]) for s in allows] == [
+        (["kms:Decrypt", "kms:GenerateDataKey"], {"StringLike": {condition_key: "*"}})
+    ]
+    denies = [s for s in statements if s["Effect"] == "Deny"]
+    assert len(denies) == 1 and denies[0]["Action"] == "kms:Decrypt"
+    # Denied when the flow context is absent, unless DynamoDB or S3 decrypts at rest for the function.
+    assert denies[0]["Condition"]["Null"] == {condition_key: "true"}
+    via = json.dumps(denies[0]["Condition"]["StringNotEquals"]["kms:ViaService"])
+    assert "dynamodb." in via and "s3." in via
+
+
+def test_functions_that_do_not_seal_have_no_flow_context_grant(resources: dict[str, Any]) -> None:
+    for fragment in ("Functionresearch", "Functionaudit", "JobsFunction"):
+        statements = _key_statements(resources, _role_of(resources, fragment))
+        assert not any("kms:EncryptionContext" in str(s.get("Condition")) for s in statements), fragment

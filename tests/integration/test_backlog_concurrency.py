@@ -13,7 +13,7 @@ import pytest
 from flowledger.config import load_settings
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.research.backlog import Backlog
-from flowledger.research.models import DeeperRequest, Reason
+from flowledger.research.synthetic import enqueue_synthetic
 from flowledger.services import build_services
 from flowledger.store.provision import create_table
 from flowledger.store.tables import table_spec
@@ -32,19 +32,7 @@ def test_concurrent_pulls_dispatch_every_row_exactly_once_in_fifo_order(locked_m
     ticks = itertools.count()
     producer.clock = lambda: T0 + timedelta(milliseconds=next(ticks))
     backlog = Backlog(producer)
-    created = {}
-    for n in range(ROWS):
-        row, _ = backlog.enqueue(
-            "user:producer",
-            DeeperRequest(
-                idempotency_key=f"conc-{n:06d}",
-                trigger_type="user_question",
-                trigger_ref=f"q/{n}",
-                reason=Reason.WEAK_COMPOSITE_K,
-                question_framing="q",
-            ),
-        )
-        created[row.request_id] = row.created_at
+    created = enqueue_synthetic(backlog, ROWS, "conc")
     start_line = threading.Barrier(CONSUMERS)
 
     def consume(number: int) -> list[str]:

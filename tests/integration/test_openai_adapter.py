@@ -8,7 +8,7 @@ import pytest
 
 from flowledger.chat.models import Intent
 from flowledger.chat.router import SCHEMA, IntentRouter, RoutingUnavailable
-from flowledger.llm.openai_adapter import OpenAIChatModel
+from flowledger.llm.openai_adapter import ModelRejected, OpenAIChatModel
 from flowledger.llm.ports import Message, ModelInvalidOutput, ModelTimeout, ModelTransportError
 from flowledger.llm.retry import HarnessRetryPolicies
 
@@ -35,6 +35,13 @@ def test_a_strict_schema_is_requested_and_the_object_parsed(model: OpenAIChatMod
         ({"delay": 1.5, "json": {"intent": "DIAGNOSIS"}}, ModelTimeout),
         ({"drop": True}, ModelTransportError),
         ({"status": 503}, ModelTransportError),
+        ({"status": 429}, ModelTransportError),
+        ({"status": 409}, ModelTransportError),
+        ({"status": 408}, ModelTimeout),
+        ({"status": 400}, ModelRejected),
+        ({"status": 401}, ModelRejected),
+        ({"status": 404}, ModelRejected),
+        ({"status": 422}, ModelRejected),
     ],
 )
 def test_failures_map_to_the_ports_errors(
@@ -66,11 +73,19 @@ def test_router_retries_once_with_identical_input(
     assert first_input == second_input
 
 
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_router_does_not_retry_a_refused_request(model: OpenAIChatModel, scripted_openai: Any, status: int) -> None:
+    scripted_openai.script = [{"status": status}, {"json": {"intent": "DIAGNOSIS"}}]
+    with pytest.raises(RoutingUnavailable) as refused:
+        IntentRouter(model, HarnessRetryPolicies.intent_router(), 0.5).route("q", None, None)
+    assert len(scripted_openai.requests) == 1 and refused.value.attempts == 1
+
+
 def test_router_gives_up_after_two_failures(model: OpenAIChatModel, scripted_openai: Any) -> None:
     scripted_openai.script = [{"json": {"intent": "NOPE"}}, {"raw": "nope"}, {"json": {"intent": "DIAGNOSIS"}}]
-    with pytest.raises(RoutingUnavailable):
+    with pytest.raises(RoutingUnavailable) as gave_up:
         IntentRouter(model, HarnessRetryPolicies.intent_router(), 0.5).route("q", None, None)
-    assert len(scripted_openai.requests) == 2
+    assert len(scripted_openai.requests) == 2 and gave_up.value.attempts == 2
 
 
 def test_tool_calls_come_back_parsed(model: OpenAIChatModel, scripted_openai: Any) -> None:

@@ -40,6 +40,36 @@ def test_a_recorded_flow_is_complete_when_the_block_ends(services: Services) -> 
     assert stored.steps[1].parent_step_ids == [first]
 
 
+def test_a_deferred_flow_sends_nothing_until_the_block_ends(services: Services) -> None:
+    sent: list[str] = []
+
+    class Watching(InProcessTransport):
+        def start(self, body: dict[str, object]) -> str:
+            sent.append("start")
+            return super().start(body)
+
+        def step(self, flow_id: str, body: dict[str, object]) -> None:
+            sent.append(f"step {body['step_kind']}")
+            super().step(flow_id, body)
+
+    rec = ReasoningFlowRecorder(Watching(FlowService(services), AGENT))
+    with rec.flow("user_question", "chat/run-2", "Question", deferred=True) as flow:
+        first = flow.step("retrieval", "researcher", "Retrieved passages")
+        flow.step("verdict", "critic", "Checked the claim", parents=[first])
+        flow.outcome("no_action", "Nothing to do")
+        assert sent == [] and first is not None  # the caller answers its client before anything is written
+    assert sent == ["start", "step retrieval", "step verdict"]
+    stored = FlowService(services).admin_flow(Principal(kind="iam", id="arn:aws:iam::1:user/a"), str(flow.flow_id))
+    assert stored.flow.flow_state == "completed" and stored.steps[1].parent_step_ids == [first]
+
+
+def test_a_deferred_flow_with_capture_off_sends_nothing(services: Services, clean_environment: None) -> None:
+    rec = recorder_for(load_settings(), InProcessTransport(FlowService(services), AGENT))
+    with rec.flow("user_question", "r", "Question", deferred=True) as flow:
+        assert flow.step("retrieval", "researcher", "Retrieved passages") is None
+    assert services.aws.dynamodb.scan(TableName=services.aws.table_name("flows"))["Count"] == 0
+
+
 def test_an_agent_exception_propagates_and_aborts_the_flow(services: Services) -> None:
     with pytest.raises(ZeroDivisionError), recorder(services).flow("user_question", "r", "Question") as flow:
         flow.step("retrieval", "researcher", "Retrieved passages")

@@ -16,7 +16,8 @@ from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.reasoning.models import FlowStart, FlowView, StepCreate
 from flowledger.reasoning.service import FlowService
 from flowledger.research.backlog import Backlog
-from flowledger.research.models import BacklogStatus, DeeperRequest, Reason
+from flowledger.research.models import BacklogStatus, Reason
+from flowledger.research.synthetic import enqueue_synthetic
 from flowledger.services import Services
 from tests.integration import test_reasoning_routes as reasoning
 from tests.integration.test_reasoning_routes import ADMIN, Call, add_step, close, open_flow
@@ -176,18 +177,10 @@ def test_an_undecodable_pathway_is_a_409_naming_it(call: Call, services: Service
     assert_names_only_the_item(status, answer, counted)
 
 
-def enqueue(backlog: Backlog, n: int) -> str:
-    row, _ = backlog.enqueue(
-        "user:producer",
-        DeeperRequest(
-            idempotency_key=f"undecodable-{n:04d}",
-            trigger_type="user_question",
-            trigger_ref=f"q/{n}",
-            reason=Reason.NO_EVIDENCE_HITS,
-            question_framing="q",
-        ),
-    )
-    return row.request_id
+def enqueue_two(backlog: Backlog) -> tuple[str, str]:
+    """Two rows through the real enqueue: their request ids, in enqueue order."""
+    first, second = enqueue_synthetic(backlog, 2, "undecodable", reason=Reason.NO_EVIDENCE_HITS)
+    return first, second
 
 
 def poison_row(services: Services, request_id: str) -> None:
@@ -204,7 +197,7 @@ def test_the_stale_sweep_skips_an_undecodable_row_logs_its_id_and_recovers_the_r
 ) -> None:
     services.clock = lambda: NOW
     backlog = Backlog(services)
-    first, second = enqueue(backlog, 1), enqueue(backlog, 2)
+    first, second = enqueue_two(backlog)
     assert backlog.pull_next("user:consumer") is not None and backlog.pull_next("user:consumer") is not None
     poison_row(services, first)
     services.clock = lambda: NOW + timedelta(hours=1)
@@ -219,7 +212,7 @@ def test_the_stale_sweep_skips_an_undecodable_row_logs_its_id_and_recovers_the_r
 def test_a_pull_by_type_passes_over_an_undecodable_row_at_the_head_of_the_queue(services: Services) -> None:
     services.clock = lambda: NOW
     backlog = Backlog(services)
-    first, second = enqueue(backlog, 1), enqueue(backlog, 2)
+    first, second = enqueue_two(backlog)
     poison_row(services, first)
     pulled = backlog.pull_next("user:consumer", trigger_type="user_question")
     assert pulled is not None and pulled.request_id == second
@@ -228,8 +221,7 @@ def test_a_pull_by_type_passes_over_an_undecodable_row_at_the_head_of_the_queue(
 def test_a_pull_passes_over_a_ticket_whose_copy_cannot_be_read(services: Services) -> None:
     services.clock = lambda: NOW
     backlog = Backlog(services)
-    enqueue(backlog, 1)
-    second = enqueue(backlog, 2)
+    _, second = enqueue_two(backlog)
     services.aws.dynamodb.update_item(
         TableName=services.aws.table_name("backlog_tickets"),
         Key={"ticket": {"N": "1"}},

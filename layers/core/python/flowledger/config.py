@@ -27,6 +27,12 @@ class KnowledgeEmbeddingModel(StrEnum):
     OPENAI_TEXT_3_SMALL = "openai_text_3_small"
 
 
+class DiagnosisSqlBackend(StrEnum):
+    SQLITE = "sqlite"  # the embedded demo database (local default)
+    MYSQL = "mysql"  # MySQL or MariaDB over PyMySQL
+    DATA_API = "data_api"  # Aurora MySQL through the RDS Data API
+
+
 class PathwayEmbeddingModel(StrEnum):
     HASH_BUCKET_V1 = "hash_bucket_v1"
     OPENAI_TEXT_3_SMALL = "openai_text_3_small"
@@ -96,6 +102,38 @@ class Settings(BaseSettings):
     chat_model: str = Field("gpt-4o-mini", validation_alias="FLOWLEDGER_CHAT_MODEL")
     model_timeout_seconds: float = Field(30.0, validation_alias="FLOWLEDGER_MODEL_TIMEOUT_SECONDS", gt=0)
 
+    # Diagnosis agent: its budget, and where its tools look
+    diagnosis_max_model_calls: int = Field(8, validation_alias="FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS", ge=2, le=50)
+    diagnosis_max_tool_calls: int = Field(6, validation_alias="FLOWLEDGER_DIAGNOSIS_MAX_TOOL_CALLS", ge=1, le=50)
+    diagnosis_max_tokens: int = Field(60_000, validation_alias="FLOWLEDGER_DIAGNOSIS_MAX_TOKENS", gt=0)
+    diagnosis_max_seconds: float = Field(120.0, validation_alias="FLOWLEDGER_DIAGNOSIS_MAX_SECONDS", gt=0)
+    # Stop this long before the Lambda's own deadline, so the run can still be released and persisted.
+    diagnosis_deadline_margin_seconds: float = Field(
+        5.0, validation_alias="FLOWLEDGER_DIAGNOSIS_DEADLINE_MARGIN_SECONDS", ge=0
+    )
+    diagnosis_log_groups: str = Field(
+        "/flowledger/demo/checkout,/flowledger/demo/payments", validation_alias="FLOWLEDGER_DIAGNOSIS_LOG_GROUPS"
+    )
+    diagnosis_sql_backend: DiagnosisSqlBackend = Field(
+        DiagnosisSqlBackend.SQLITE, validation_alias="FLOWLEDGER_DIAGNOSIS_SQL_BACKEND"
+    )
+    # sqlite: the demo database file (the dev server writes one into its data directory)
+    diagnosis_sqlite_path: str | None = Field(None, validation_alias="FLOWLEDGER_DIAGNOSIS_SQLITE_PATH")
+    # mysql: a SELECT-only user on MySQL or MariaDB
+    diagnosis_mysql_host: str = Field("127.0.0.1", validation_alias="FLOWLEDGER_DIAGNOSIS_MYSQL_HOST")
+    diagnosis_mysql_port: int = Field(3306, validation_alias="FLOWLEDGER_DIAGNOSIS_MYSQL_PORT", gt=0, lt=65536)
+    diagnosis_mysql_user: str = Field("flowledger_ro", validation_alias="FLOWLEDGER_DIAGNOSIS_MYSQL_USER")
+    diagnosis_mysql_password: SecretStr | None = Field(None, validation_alias="FLOWLEDGER_DIAGNOSIS_MYSQL_PASSWORD")
+    diagnosis_mysql_database: str = Field("app", validation_alias="FLOWLEDGER_DIAGNOSIS_MYSQL_DATABASE")
+    # data_api: Aurora MySQL through the RDS Data API (no VPC for the function)
+    diagnosis_data_api_resource_arn: str | None = Field(
+        None, validation_alias="FLOWLEDGER_DIAGNOSIS_DATA_API_RESOURCE_ARN"
+    )
+    diagnosis_data_api_secret_arn: str | None = Field(None, validation_alias="FLOWLEDGER_DIAGNOSIS_DATA_API_SECRET_ARN")
+    diagnosis_data_api_database: str = Field("app", validation_alias="FLOWLEDGER_DIAGNOSIS_DATA_API_DATABASE")
+    diagnosis_sql_row_cap: int = Field(200, validation_alias="FLOWLEDGER_DIAGNOSIS_SQL_ROW_CAP", ge=1, le=1000)
+    diagnosis_sql_timeout_seconds: float = Field(5.0, validation_alias="FLOWLEDGER_DIAGNOSIS_SQL_TIMEOUT_SECONDS", gt=0)
+
     @model_validator(mode="after")
     def _openai_embeddings_need_a_key(self) -> Settings:
         if (
@@ -121,6 +159,11 @@ class Settings(BaseSettings):
     def cors_origin_list(self) -> frozenset[str]:
         """The allowed browser origins, without blanks or trailing slashes."""
         return frozenset(o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip())
+
+    @property
+    def diagnosis_log_group_list(self) -> tuple[str, ...]:
+        """The log groups ``query_logs`` may read: nothing else is ever queried."""
+        return tuple(g.strip() for g in self.diagnosis_log_groups.split(",") if g.strip())
 
     @property
     def uses_offline_model(self) -> bool:

@@ -2,7 +2,8 @@
 
 ``POST /api/chat`` streams the turn's events as Server-Sent Events, one frame per event as it
 happens; with ``Accept: application/json`` it answers once with the same outcome as JSON. Both
-consume the one event generator of the use case. The caller comes from the request context that
+consume the one event generator of the use case, and in both a client that goes away cancels its
+run (it ends CANCELLED; a late model answer is dropped). The caller comes from the request context that
 API Gateway (through Lambda Web Adapter) or the dev server's gateway put in ``x-amzn-request-context``.
 """
 
@@ -12,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from functools import cache
 from http import HTTPStatus
@@ -50,6 +52,8 @@ from flowledger.identity import Principal
 from flowledger.services import Services, bootstrap
 
 REQUEST_CONTEXT_HEADER = "x-amzn-request-context"
+# Lambda Web Adapter forwards the invocation's context here, with its deadline in epoch milliseconds.
+LAMBDA_CONTEXT_HEADER = "x-amzn-lambda-context"
 # The chat app's routes (path, method): the app serves them and CDK exposes exactly these.
 CHAT_ROUTES = (
     ("/api/chat", "POST"),
@@ -67,6 +71,18 @@ def _context(request: Request) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {}
     return context if isinstance(context, dict) else {}
+
+
+def lambda_deadline(request: Request, margin_seconds: float) -> float | None:
+    """The invocation's deadline as a ``time.monotonic()`` value, ``margin_seconds`` early; None outside Lambda."""
+    try:
+        context = json.loads(request.headers.get(LAMBDA_CONTEXT_HEADER, "{}"))
+    except json.JSONDecodeError:
+        return None
+    deadline_ms = context.get("deadline", context.get("deadline_ms")) if isinstance(context, dict) else None
+    if not isinstance(deadline_ms, int | float) or isinstance(deadline_ms, bool):
+        return None
+    return time.monotonic() + (deadline_ms / 1000 - time.time()) - margin_seconds
 
 
 def _error(request: Request, status: HTTPStatus, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -128,11 +144,11 @@ def create_app(
                 fields=fields,
             )
         cancel = CancelToken()
+        deadline = lambda_deadline(request, services().settings.diagnosis_deadline_margin_seconds)
         # The run is created here, before any stream: a refusal (another user's session) is an HTTP status.
-        events = await run_in_threadpool(turn().run, principal, chat_request, cancel)
+        events = await run_in_threadpool(turn().run, principal, chat_request, cancel, deadline)
         if "application/json" in request.headers.get("accept", ""):
-            collected: list[ChatEvent] = await run_in_threadpool(list, events)
-            return JSONResponse(final_body(collected))
+            return JSONResponse(final_body(await _collect(events, cancel, request)))
         return StreamingResponse(
             _stream(events, cancel),
             media_type="text/event-stream",
@@ -226,6 +242,26 @@ async def _stream(events: Any, cancel: CancelToken) -> AsyncIterator[bytes]:
     finally:
         if not worker.done():
             cancel.cancel()  # the client disconnected mid-run
+
+
+async def _collect(events: Any, cancel: CancelToken, request: Request) -> list[ChatEvent]:
+    """All of the turn's events, for the JSON variant. If the client goes away meanwhile, the run is
+    cancelled, exactly as for a stream: the worker then ends it CANCELLED at its next check."""
+    worker = asyncio.ensure_future(run_in_threadpool(list, events))
+    watcher = asyncio.ensure_future(_cancel_on_disconnect(request, cancel))
+    try:
+        # The worker is awaited even after a disconnect: the run's one terminal write happens there.
+        return await worker
+    finally:
+        watcher.cancel()
+
+
+async def _cancel_on_disconnect(request: Request, cancel: CancelToken) -> None:
+    # The body has been read, so the next message the server sends is the disconnect (or, once the
+    # response is complete, a disconnect too late to matter: this task is cancelled before that).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    cancel.cancel()
 
 
 def _matches(pattern: str, value: str) -> bool:

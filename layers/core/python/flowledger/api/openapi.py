@@ -71,6 +71,13 @@ ERROR_DESCRIPTIONS = {
     503: "a dependency is unavailable or contended; retry",
     504: "the function did not answer in time",
 }
+# The error map sends Retry-After with every 429 and 503 (api/errors.error_headers): clients may rely on it.
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+RETRY_AFTER_HEADER: dict[str, Any] = {
+    "description": "seconds to wait before retrying",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 0},
+}
 SSE_EVENTS: tuple[type[BaseModel], ...] = (StartEvent, StatusEvent, ContentEvent, DoneEvent, ErrorEvent)
 
 
@@ -116,6 +123,7 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
         responses[str(status)] = {
             "description": ERROR_DESCRIPTIONS[status],
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            **({"headers": {"Retry-After": RETRY_AFTER_HEADER}} if status in RETRY_AFTER_STATUSES else {}),
         }
 
 

@@ -7,12 +7,14 @@ Each is a generator: it yields the fixed status codes of its stages and returns 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flowledger.chat.models import PublicContent, Reference, ReleaseOutcome, StatusCode
 from flowledger.chat.previous_turn import PreviousTurn
+from flowledger.chat.public_text import public_text
 from flowledger.errors import FlowledgerError
 from flowledger.ids import new_id
 from flowledger.knowledge.index import LookupResult
@@ -25,6 +27,7 @@ NO_EVIDENCE_ANSWER = PublicContent(
 )
 MAX_EXCERPT_CHARS = 1500
 MAX_ANSWER_CHARS = 4000
+MAX_LIMITATIONS_CHARS = 1000
 
 
 class ExecutionFailed(FlowledgerError):
@@ -33,18 +36,56 @@ class ExecutionFailed(FlowledgerError):
     code = "EXECUTION_FAILED"
 
 
+class BudgetExhausted(FlowledgerError):
+    """A hard limit of the run's budget would be crossed by the next action, which therefore does not run."""
+
+    code = "BUDGET_EXHAUSTED"
+
+    def __init__(self, limit: str) -> None:
+        super().__init__(f"the {limit} budget is spent")
+        self.limit = limit
+
+
 @dataclass
 class Budget:
-    """What a run may spend: model calls and tokens (the diagnosis agent also counts tool calls)."""
+    """What a run may spend: model calls, tool calls, tokens and wall-clock time (a monotonic deadline).
+
+    Every limit is checked *before* the action that would spend it, so a run never overshoots.
+    """
 
     max_model_calls: int = 8
     max_tool_calls: int = 6
+    max_tokens: int = 60_000
+    deadline: float | None = None  # time.monotonic() value after which no new action starts
     model_calls: int = 0
     tool_calls: int = 0
     tokens: int = 0
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def usage(self) -> dict[str, int]:
         return {"model_calls": self.model_calls, "tool_calls": self.tool_calls, "tokens": self.tokens}
+
+    def remaining_seconds(self) -> float | None:
+        return None if self.deadline is None else self.deadline - self.clock()
+
+    def check_time(self) -> None:
+        remaining = self.remaining_seconds()
+        if remaining is not None and remaining <= 0:
+            raise BudgetExhausted("time")
+
+    def check_model_call(self, reserve: int = 0) -> None:
+        """Raise :class:`BudgetExhausted` unless one more model call (keeping ``reserve`` spare) fits."""
+        if self.model_calls + 1 + reserve > self.max_model_calls:
+            raise BudgetExhausted("model_calls")
+        if self.tokens >= self.max_tokens:
+            raise BudgetExhausted("tokens")
+        self.check_time()
+
+    def check_tool_calls(self, count: int) -> None:
+        """Raise :class:`BudgetExhausted` unless ``count`` more tool calls fit: a batch runs whole or not at all."""
+        if self.tool_calls + count > self.max_tool_calls:
+            raise BudgetExhausted("tool_calls")
+        self.check_time()
 
 
 @dataclass
@@ -55,6 +96,15 @@ class TurnContext:
     budget: Budget
     previous_turn: PreviousTurn | None = None
     cancelled: Any = None  # a callable returning True once the run is cancelled
+    run_id: str = ""
+    flow: Any = None  # the turn's FlowHandle, for executors that record their own steps
+    routing_step: str | None = None  # the routing step's id: the first parent of an executor's steps
+
+
+class RunCancelled(FlowledgerError):
+    """The run was cancelled while an executor worked; it stops at its next check and ends CANCELLED."""
+
+    code = "CANCELLED"
 
 
 @dataclass
@@ -113,7 +163,7 @@ class SystemChatExecutor:
             self._policy,
             self._timeout,
         )
-        text = (reply.text or "").strip()[:MAX_ANSWER_CHARS]
+        text = public_text(reply.text or "", MAX_ANSWER_CHARS)
         if not text:
             raise ExecutionFailed("the model returned an empty answer")
         return Execution(PublicContent(text=text), ReleaseOutcome.SUCCESS)
@@ -194,13 +244,23 @@ class KnowledgeExecutor:
 def verified_answer(data: dict[str, Any], invocation_id: str, returned: dict[str, str]) -> PublicContent:
     """Public content from a model answer whose every item cites this invocation and returned documents.
 
-    Anything else (another call id, an unknown document, an uncited item) fails closed: nothing
-    of the answer is published. Tool-call ids never reach the public content.
+    Anything else (another call id, an unknown document, an uncited item, no item list) fails closed:
+    nothing of the answer is published. An empty item list is the fixed no-evidence answer. Each
+    document is referenced once, in order of first citation; tool-call ids are scrubbed from the
+    text and limitations, which are bounded.
     """
     answer_items = data.get("answer_items")
-    if not isinstance(answer_items, list) or not answer_items:
-        raise ExecutionFailed("the knowledge answer has no items")
-    texts, cited = [], []
+    if answer_items == []:
+        # An empty list is a well-formed answer that claims nothing: the model read the documents and
+        # found none of them answers the query (the offline model says so when only headings matched).
+        # Publishing the fixed no-evidence text fabricates nothing, while failing would turn an honest
+        # "not in the knowledge base" into an error the user retries forever. Fail-closed is for claims
+        # that cannot be verified, and there are none here; a malformed answer still fails below.
+        return NO_EVIDENCE_ANSWER
+    if not isinstance(answer_items, list):
+        raise ExecutionFailed("the knowledge answer has no item list")
+    texts: list[str] = []
+    cited: list[str] = []
     for item in answer_items:
         if not isinstance(item, dict) or item.get("invocation_id") != invocation_id:
             raise ExecutionFailed("a knowledge answer item cites another tool invocation")
@@ -211,80 +271,13 @@ def verified_answer(data: dict[str, Any], invocation_id: str, returned: dict[str
         if not isinstance(text, str) or not text.strip():
             raise ExecutionFailed("a knowledge answer item is empty")
         texts.append(text.strip())
-        cited += [i for i in ids if i not in cited]
+        for document_id in ids:  # one reference per document, however often it is cited
+            if document_id not in cited:
+                cited.append(document_id)
     limitations = data.get("limitations")
+    limitations = public_text(limitations, MAX_LIMITATIONS_CHARS) if isinstance(limitations, str) else ""
     return PublicContent(
-        text="\n\n".join(texts)[:MAX_ANSWER_CHARS],
+        text=public_text("\n\n".join(texts), MAX_ANSWER_CHARS),
         references=[Reference(document_id=i, title=returned[i]) for i in cited],
-        limitations=limitations if isinstance(limitations, str) and limitations else None,
+        limitations=limitations or None,
     )
-
-
-# ---- diagnosis: the port, a minimal agent, and the release boundary -----------------------------------
-
-
-@dataclass(frozen=True)
-class Draft:
-    """What the diagnosis agent hands to release. Raw evidence stays here, never in public content."""
-
-    conclusion: str | None
-    scope: str
-    limitations: str
-    observations: int  # canonical safe observations made
-    stopped_by: str | None = None  # "saturated", "missing_context", "budget" or None
-    documents: tuple[dict[str, str], ...] = ()
-
-
-class DiagnosisAgent(Protocol):
-    def diagnose(self, context: TurnContext) -> Draft: ...
-
-
-class UnconfiguredDiagnosisAgent:
-    """Until the diagnosis agent lands: no tools to observe with, so it stops for missing context."""
-
-    def diagnose(self, context: TurnContext) -> Draft:
-        return Draft(
-            conclusion=None,
-            scope="no diagnosis tools are configured",
-            limitations="",
-            observations=0,
-            stopped_by="missing_context",
-        )
-
-
-class DiagnosisRelease:
-    """The only way a diagnosis is published: a PublishedResult, or a bounded SafeFallback."""
-
-    FALLBACK = PublicContent(
-        text="I could not reach a safe conclusion for this diagnosis. Nothing was published as a finding.",
-        limitations="The diagnosis stopped before it had enough evidence.",
-    )
-
-    def release(self, query: str, draft: Draft) -> Execution:
-        if draft.conclusion and draft.stopped_by is None:
-            published = {
-                "query": query,
-                "conclusion": draft.conclusion,
-                "scope": draft.scope,
-                "limitations": draft.limitations,
-                "documents": list(draft.documents),
-            }
-            return Execution(
-                PublicContent(text=draft.conclusion, limitations=draft.limitations or None),
-                ReleaseOutcome.SUCCESS,
-                published_result=published,
-            )
-        if draft.stopped_by == "budget" and draft.observations == 0:
-            raise ExecutionFailed("the diagnosis budget ran out before any safe observation")
-        return Execution(self.FALLBACK, ReleaseOutcome.FALLBACK, notes={"stopped_by": draft.stopped_by or "none"})
-
-
-class DiagnosisExecutor:
-    def __init__(self, agent: DiagnosisAgent, release: DiagnosisRelease) -> None:
-        self._agent, self._release = agent, release
-
-    def execute(self, context: TurnContext) -> ExecutorRun:
-        yield StatusCode.DIAGNOSING
-        draft = self._agent.diagnose(context)
-        yield StatusCode.RELEASING
-        return self._release.release(context.query, draft)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 SESSION_PATTERN = r"^ses_[0-9A-Z]{26}$"
 RUN_PATTERN = r"^run_[0-9A-Z]{26}$"
 MAX_QUERY_CHARS = 4000
+_TEXT = re.compile(r"\S")  # a query needs one character that is not whitespace
 
 
 class Intent(StrEnum):
@@ -42,13 +44,28 @@ class StatusCode(StrEnum):
     LOOKING_UP_KNOWLEDGE = "LOOKING_UP_KNOWLEDGE"
     COMPOSING_ANSWER = "COMPOSING_ANSWER"
     DIAGNOSING = "DIAGNOSING"
+    QUERYING_LOGS = "QUERYING_LOGS"
+    QUERYING_DATABASE = "QUERYING_DATABASE"
+    CHECKING_EVIDENCE = "CHECKING_EVIDENCE"
     RELEASING = "RELEASING"
+
+
+def _has_text(query: str) -> str:
+    # Kept as sent (the router and executors get the query unchanged); only a blank one is refused.
+    if not _TEXT.search(query):
+        raise ValueError("query must contain a character other than whitespace")
+    return query
 
 
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_QUERY_CHARS)]
+    query: Annotated[
+        str,
+        StringConstraints(strict=True, min_length=1, max_length=MAX_QUERY_CHARS),
+        AfterValidator(_has_text),
+        Field(json_schema_extra={"pattern": _TEXT.pattern}),
+    ]
     session_id: Annotated[str, StringConstraints(strict=True, pattern=SESSION_PATTERN)] | None = None
 
 
@@ -104,8 +121,11 @@ ChatEvent = StartEvent | StatusEvent | ContentEvent | DoneEvent | ErrorEvent
 
 
 class RunView(BaseModel):
+    """One run as its owner sees it: the question asked and the public answer, never the published result."""
+
     session_id: str
     run_id: str
+    query: str
     status: RunStatus
     intent: Intent | None = None
     release_outcome: ReleaseOutcome | None = None
@@ -115,6 +135,7 @@ class RunView(BaseModel):
     budget_usage: dict[str, Any] | None = None
     model: str | None = None
     offline_model: bool | None = None
+    content: PublicContent | None = None  # what the turn published to its client; None unless it succeeded
 
 
 class RunPage(BaseModel):

@@ -2,7 +2,8 @@
 
 Its input is only the unchanged query and the optional last intent and last user query; its
 output must be one value of a fixed enum. Timeouts, transport errors and invalid output are
-retried once with identical input; a second failure is ROUTING_UNAVAILABLE.
+retried once with identical input; a second failure is ROUTING_UNAVAILABLE. Any other model error
+(the server refusing the request, e.g. a 4xx) is not retried: it is ROUTING_UNAVAILABLE at once.
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ class IntentRouter:
         messages = [Message("system", INSTRUCTIONS), Message("user", json.dumps(payload))]
 
         tokens = 0
+        attempts = 0
 
         def attempt() -> Intent:
-            nonlocal tokens
+            nonlocal tokens, attempts
+            attempts += 1
             reply = self._model.complete(messages, schema=SCHEMA, timeout_seconds=self._timeout)
             tokens += reply.usage.total
             data = reply.data or {}
@@ -75,7 +78,7 @@ class IntentRouter:
             return Intent(value)
 
         try:
-            intent, attempts = self._policy.run(attempt)
-        except ModelError as exc:
-            raise RoutingUnavailable(f"routing failed: {type(exc).__name__}", self._policy.max_attempts) from None
+            intent, _ = self._policy.run(attempt)
+        except ModelError as exc:  # the policy gave up, or the failure is not one it retries
+            raise RoutingUnavailable(f"routing failed: {type(exc).__name__}", attempts) from None
         return Routing(intent, attempts, tokens)

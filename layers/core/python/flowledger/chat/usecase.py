@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from flowledger.chat.executors import Budget, ExecutionFailed, Executor, TurnContext
+from flowledger.chat.executors import Budget, ExecutionFailed, Executor, RunCancelled, TurnContext
 from flowledger.chat.models import (
     ChatEvent,
     ChatRequest,
@@ -63,7 +63,6 @@ EXECUTOR_STEPS = {
         "knowledge_executor",
         "Looked up the knowledge base once and checked every citation",
     ),
-    Intent.DIAGNOSIS: ("diagnosis", "diagnosis_executor", "Ran the diagnosis and its release guards"),
 }
 
 
@@ -74,8 +73,12 @@ class ChatApplicationUseCase:
     executors: dict[Intent, Executor]
     model: ChatModel
     recorder: ReasoningFlowRecorder = field(default_factory=NoOpRecorder)
+    # A fresh budget per turn; its deadline (time.monotonic) bounds the whole turn.
+    budget: Callable[[], Budget] = Budget
 
-    def run(self, principal: Principal, request: ChatRequest, cancel: CancelToken) -> Iterator[ChatEvent]:
+    def run(
+        self, principal: Principal, request: ChatRequest, cancel: CancelToken, deadline: float | None = None
+    ) -> Iterator[ChatEvent]:
         """Persist the turn's run, then return the generator of its events; recorded as a flow when enabled.
 
         The run is created before the first event, so a refusal (another user's session raises
@@ -85,17 +88,20 @@ class ChatApplicationUseCase:
         session_id = request.session_id or new_id("ses_")
         run_id = new_id("run_")
         started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
-        return self._events(session_id, run_id, started, request, cancel)
+        budget = self.budget()
+        if deadline is not None:  # the caller's deadline (the Lambda's remaining time) may be the nearer one
+            budget.deadline = deadline if budget.deadline is None else min(budget.deadline, deadline)
+        return self._events(session_id, run_id, started, request, cancel, budget)
 
     def _events(
-        self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken
+        self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken, budget: Budget
     ) -> Iterator[ChatEvent]:
         yield StartEvent(session_id=session_id, run_id=run_id)
         with self.recorder.flow(
-            "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id
+            "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id, deferred=True
         ) as flow:
             try:
-                yield from self._turn(session_id, run_id, started, request, cancel, flow)
+                yield from self._turn(session_id, run_id, started, request, cancel, flow, budget)
             except Exception:
                 # Whatever broke, the run still ends exactly once and the client hears about it.
                 logger.exception("chat turn failed", extra={"run_id": run_id})
@@ -114,9 +120,15 @@ class ChatApplicationUseCase:
                 yield ErrorEvent(session_id=session_id, run_id=run_id, code="internal_error", message="internal error")
 
     def _turn(
-        self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken, flow: FlowHandle
+        self,
+        session_id: str,
+        run_id: str,
+        started: str,
+        request: ChatRequest,
+        cancel: CancelToken,
+        flow: FlowHandle,
+        budget: Budget,
     ) -> Iterator[ChatEvent]:
-        budget = Budget()
         intent: Intent | None = None
 
         def end(status: RunStatus, release: ReleaseOutcome, code: str, message: str) -> ErrorEvent:
@@ -154,7 +166,13 @@ class ChatApplicationUseCase:
             previous_turn_from(self.runs.latest_safe_diagnosis(session_id)) if intent is Intent.DIAGNOSIS else None
         )
         context = TurnContext(
-            query=request.query, budget=budget, previous_turn=previous, cancelled=lambda: cancel.cancelled
+            query=request.query,
+            budget=budget,
+            previous_turn=previous,
+            cancelled=lambda: cancel.cancelled,
+            run_id=run_id,
+            flow=flow,
+            routing_step=routing_step,
         )
         try:
             stages = self.executors[intent].execute(context)
@@ -169,14 +187,18 @@ class ChatApplicationUseCase:
                     stages.close()
                     yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
                     return
+        except RunCancelled:
+            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+            return
         except ExecutionFailed as exc:
             yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, exc.code, "no answer could be published")
             return
         if cancel.cancelled:
             yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
             return
-        kind, agent, summary = EXECUTOR_STEPS[intent]
-        flow.step(kind, agent, summary, parents=[routing_step] if routing_step else None)
+        if intent in EXECUTOR_STEPS:  # the diagnosis executor records its own steps
+            kind, agent, summary = EXECUTOR_STEPS[intent]
+            flow.step(kind, agent, summary, parents=[routing_step] if routing_step else None)
         flow.outcome(_outcome_type(intent, execution.release), f"Released with outcome {execution.release.value}")
         content = execution.content.model_dump() if execution.content else None
         finished = self.runs.finish(

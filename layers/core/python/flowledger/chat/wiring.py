@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from flowledger.chat.executors import (
-    DiagnosisExecutor,
-    DiagnosisRelease,
-    KnowledgeExecutor,
-    SystemChatExecutor,
-    UnconfiguredDiagnosisAgent,
-)
+import time
+
+from flowledger.chat.executors import Budget, KnowledgeExecutor, SystemChatExecutor
 from flowledger.chat.models import Intent
 from flowledger.chat.router import IntentRouter
 from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import ChatApplicationUseCase
+from flowledger.config import Settings
+from flowledger.diagnosis.wiring import build_diagnosis_executor
 from flowledger.identity import Principal
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.factory import chat_model_for
@@ -33,14 +31,26 @@ def build_use_case(
     model = model or chat_model_for(services.settings)
     timeout = services.settings.model_timeout_seconds
     answer = HarnessRetryPolicies.executor_answer()
+    index = index or KnowledgeIndex(services)
     return ChatApplicationUseCase(
         runs=RunStore(services),
         router=IntentRouter(model, HarnessRetryPolicies.intent_router(), timeout),
         executors={
             Intent.SYSTEM_CHAT: SystemChatExecutor(model, answer, timeout),
-            Intent.KNOWLEDGE_QUERY: KnowledgeExecutor(model, index or KnowledgeIndex(services), answer, timeout),
-            Intent.DIAGNOSIS: DiagnosisExecutor(UnconfiguredDiagnosisAgent(), DiagnosisRelease()),
+            Intent.KNOWLEDGE_QUERY: KnowledgeExecutor(model, index, answer, timeout),
+            Intent.DIAGNOSIS: build_diagnosis_executor(services, model, index),
         },
         model=model,
         recorder=recorder_for(services.settings, InProcessTransport(FlowService(services), CHAT_RECORDER)),
+        budget=lambda: turn_budget(services.settings),
+    )
+
+
+def turn_budget(settings: Settings) -> Budget:
+    """A turn's budget from the settings; its deadline is the diagnosis's wall-clock limit from now."""
+    return Budget(
+        max_model_calls=settings.diagnosis_max_model_calls,
+        max_tool_calls=settings.diagnosis_max_tool_calls,
+        max_tokens=settings.diagnosis_max_tokens,
+        deadline=time.monotonic() + settings.diagnosis_max_seconds,
     )

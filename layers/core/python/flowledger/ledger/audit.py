@@ -6,13 +6,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from flowledger.errors import NotFound
+from flowledger.errors import NotFound, UndecodableItem
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
-from flowledger.ledger.events import GENESIS_HASH, parse_event_id
+from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
 from flowledger.services import Services
+from flowledger.store.decoding import DECODE_ERRORS, undecodable
 
 
 def checkpoints_of(services: Services) -> CheckpointStore:
@@ -20,18 +21,43 @@ def checkpoints_of(services: Services) -> CheckpointStore:
 
 
 def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) -> dict[str, object]:
-    """Fold every chain head into a new checkpoint; skip when nothing moved since the last one."""
+    """Fold every chain head into a new checkpoint; skip when nothing moved since the last one.
+
+    Checkpoints cannot be rewritten (Object Lock), so one that no longer parses must not stop every
+    later checkpoint: the new one links to the latest checkpoint that parses, and the result names the
+    malformed ones as ``findings`` (``flowledger audit verify`` reports them too).
+
+    Resuming is trivial: one put per run, and a run that fails before it leaves the previous
+    checkpoint as the latest, so the next run folds the same heads (and any new ones).
+    """
     heads = [
         ChainHead(chain_id=chain, seq=head.seq, hash=head.hash)
         for chain in ledger.chain_ids()
         if (head := ledger.head(chain)).seq > 0
     ]
-    previous = store.latest()
-    if previous is not None and previous.heads == sorted(heads, key=lambda h: h.chain_id):
+    findings: list[Finding] = []
+    previous = _latest_readable(store, findings)
+    if not findings and previous is not None and previous.heads == sorted(heads, key=lambda h: h.chain_id):
         return {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
     checkpoint = build_checkpoint(heads, previous, services.clock())
     store.put(checkpoint)
-    return {"checkpoint_id": checkpoint.checkpoint_id, "chains": len(heads), "events": sum(head.seq for head in heads)}
+    result: dict[str, object] = {
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "chains": len(heads),
+        "events": sum(head.seq for head in heads),
+    }
+    if findings:
+        result["findings"] = [finding.describe() for finding in findings]
+    return result
+
+
+def _latest_readable(store: CheckpointStore, findings: list[Finding]) -> Checkpoint | None:
+    """The newest checkpoint that parses; each newer one that does not is a finding."""
+    for checkpoint_id in reversed(store.ids()):
+        read = _read_checkpoints(store, [checkpoint_id], findings)[0]
+        if read is not None:
+            return read
+    return None
 
 
 @dataclass
@@ -169,13 +195,22 @@ def _checkpoint_findings(
 def prove(ledger: Ledger, store: CheckpointStore, event_id: str) -> InclusionProof:
     """The shortest proof for an event: against the first checkpoint whose head covers it."""
     chain_id, seq = parse_event_id(event_id)
-    event = ledger.event(chain_id, seq)
-    if event is None:
-        raise NotFound(f"no event {event_id}")
-    for checkpoint_id in store.ids():
-        checkpoint = store.get(checkpoint_id)
-        head = checkpoint.head_of(chain_id)
-        if head is not None and head.seq >= seq:
+    try:
+        event = ledger.event(chain_id, seq)
+        if event is None:
+            raise NotFound(f"no event {event_id}")
+        return _prove(ledger, store, event, chain_id, seq)
+    except DECODE_ERRORS as exc:
+        # The event or one after it up to the checkpoint does not parse: no proof can link through it.
+        failure = undecodable(f"ledger event {event_id} or one after it up to its checkpoint", event_id, exc)
+        raise UndecodableItem(f"{failure.message}; `flowledger audit verify` names it", event_id) from None
+
+
+def _prove(ledger: Ledger, store: CheckpointStore, event: AuditEvent, chain_id: str, seq: int) -> InclusionProof:
+    event_id = event.event_id
+    for checkpoint in _read_checkpoints(store, store.ids(), []):
+        head = checkpoint.head_of(chain_id) if checkpoint else None  # a malformed checkpoint covers nothing
+        if checkpoint is not None and head is not None and head.seq >= seq:
             segment = list(ledger.read_chain(chain_id, after_seq=seq, until_seq=head.seq))
             return build_proof(event, segment, checkpoint)
     raise NotFound(f"no checkpoint covers {event_id} yet; the next one is taken within 5 minutes")

@@ -1,7 +1,7 @@
 """The offline default model: deterministic, no network, and labelled as such in every reply.
 
 It serves the three calls the chat use case makes, told apart by the output schema they ask for:
-``intent_route`` (clear keyword rules), ``knowledge_answer`` (quotes the best-matching sentence of
+``intent_route`` (the rules of ``offline_routing``), ``knowledge_answer`` (quotes the best-matching sentence of
 the documents it was given, citing them) and free text (a fixed, honest system-chat answer).
 """
 
@@ -11,32 +11,11 @@ import json
 import re
 from typing import Any
 
+from flowledger.llm.offline_routing import route
 from flowledger.llm.ports import JsonSchema, Message, ModelInvalidOutput, Reply, ToolSpec, Usage
 
 NAME = "flowledger-offline-v1"
 _WORD = re.compile(r"[a-z0-9]+")
-_DIAGNOSIS = {
-    "diagnose",
-    "diagnosis",
-    "error",
-    "errors",
-    "failing",
-    "failed",
-    "failure",
-    "outage",
-    "down",
-    "crash",
-    "crashing",
-    "latency",
-    "slow",
-    "timeout",
-    "timeouts",
-    "incident",
-    "broken",
-    "logs",
-    "5xx",
-}
-_SYSTEM = {"hello", "hi", "hey", "thanks", "thank", "who", "help", "yourself", "capabilities"}
 _STOP = {
     "the",
     "a",
@@ -73,16 +52,6 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def route(query: str) -> str:
-    """The offline routing rules: diagnosis words win, then small talk, else a knowledge question."""
-    tokens = set(words(query))
-    if tokens & _DIAGNOSIS:
-        return "DIAGNOSIS"
-    if tokens & _SYSTEM and len(tokens - _STOP - _SYSTEM) <= 2:
-        return "SYSTEM_CHAT"
-    return "KNOWLEDGE_QUERY"
-
-
 def _best_sentence(text: str, terms: set[str]) -> str:
     """The sentence sharing most words with the query (headings skipped), or "" when none shares any."""
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
@@ -109,6 +78,10 @@ class OfflineChatModel:
         tools: list[ToolSpec] | None = None,
         timeout_seconds: float,
     ) -> Reply:
+        if tools:  # only the diagnosis agent offers tools
+            from flowledger.llm.offline_diagnosis import next_agent_turn
+
+            return next_agent_turn(messages, tools)
         if schema is None:
             return Reply(text=self._chat(messages[-1].content), usage=Usage(), model=NAME)
         try:
@@ -119,6 +92,10 @@ class OfflineChatModel:
             return Reply(data={"intent": route(str(request.get("query", "")))}, model=NAME)
         if schema.name == "knowledge_answer":
             return Reply(data=self._answer(request), model=NAME)
+        if schema.name == "semantic_judgement":
+            from flowledger.llm.offline_diagnosis import judge
+
+            return Reply(data=judge(request), model=NAME)
         raise ModelInvalidOutput(f"the offline model has no rule for {schema.name!r}")
 
     def _chat(self, query: str) -> str:

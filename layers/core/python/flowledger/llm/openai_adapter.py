@@ -13,6 +13,7 @@ from typing import Any
 from flowledger.llm.ports import (
     JsonSchema,
     Message,
+    ModelError,
     ModelInvalidOutput,
     ModelTimeout,
     ModelTransportError,
@@ -21,6 +22,27 @@ from flowledger.llm.ports import (
     ToolSpec,
     Usage,
 )
+
+
+class ModelRejected(ModelError):
+    """The model server refused the request itself (a 4xx other than 408, 409 or 429).
+
+    The same request would be refused again, so no retry policy retries it: a bad key (401), a model
+    that does not exist (404), a schema the server does not support (400, 422).
+    """
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"model server refused the request ({status_code})")
+        self.status_code = status_code
+
+
+def _status_error(status_code: int) -> ModelError:
+    """The port's error for an HTTP status, with the SDK's own idea of which ones are worth retrying."""
+    if status_code == 408:
+        return ModelTimeout("model server answered 408")
+    if status_code >= 500 or status_code in (409, 429):
+        return ModelTransportError(f"model server answered {status_code}")
+    return ModelRejected(status_code)
 
 
 class OpenAIChatModel:
@@ -49,7 +71,7 @@ class OpenAIChatModel:
     ) -> Reply:
         request: dict[str, Any] = {
             "model": self._model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [_message(m) for m in messages],
             "timeout": timeout_seconds,
         }
         if schema is not None:
@@ -77,10 +99,20 @@ class OpenAIChatModel:
         except self._openai.APIConnectionError as exc:
             raise ModelTransportError("could not reach the model server") from exc
         except self._openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code == 429:
-                raise ModelTransportError(f"model server answered {exc.status_code}") from exc
-            raise
+            raise _status_error(exc.status_code) from exc
         return _reply(completion, schema)
+
+
+def _message(message: Message) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        wire["tool_call_id"] = message.tool_call_id
+    return wire
 
 
 def _reply(completion: Any, schema: JsonSchema | None) -> Reply:
@@ -97,7 +129,7 @@ def _reply(completion: Any, schema: JsonSchema | None) -> Reply:
         except json.JSONDecodeError:
             raise ModelInvalidOutput(f"tool call {call.function.name} has arguments that are not JSON") from None
     data = None
-    if schema is not None:
+    if schema is not None and not calls:  # a turn that calls tools answers with them, not with the object
         try:
             data = json.loads(message.content or "")
         except json.JSONDecodeError:

@@ -9,12 +9,6 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True)
-class Message:
-    role: Role
-    content: str
-
-
-@dataclass(frozen=True)
 class JsonSchema:
     """A strict output schema: the model must answer with one object that validates against it."""
 
@@ -34,6 +28,16 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message. An assistant turn that called tools carries them; a tool result names its call."""
+
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)

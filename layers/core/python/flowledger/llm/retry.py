@@ -43,3 +43,8 @@ class HarnessRetryPolicies:
     def executor_answer() -> RetryPolicy:
         """Executors' answer calls: one retry on technical failures; invalid output is not retried."""
         return RetryPolicy("executor_answer", 2, (ModelTimeout, ModelTransportError))
+
+    @staticmethod
+    def diagnosis_step() -> RetryPolicy:
+        """A diagnosis agent step: one retry on timeout, transport error or an answer outside the schema."""
+        return RetryPolicy("diagnosis_step", 2, (ModelTimeout, ModelTransportError, ModelInvalidOutput))

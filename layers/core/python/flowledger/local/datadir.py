@@ -3,7 +3,8 @@
 ``signing-key.pem``        RSA key of the local token issuer (``flowledger token`` signs with it)
 ``admin-credentials.json`` access key id, secret and region for SigV4-signed admin calls
 ``local.json``             base URL, embedded AWS endpoint, region, physical table and bucket names
-``aws-state.pickle``       the embedded store (tables, buckets, keys), saved at intervals and on shutdown
+``aws-state.pickle``       the embedded store (tables, buckets, keys, log groups), saved at intervals and on shutdown
+``demo-incident.sqlite``   the demo incident's database, which the diagnosis agent's ``query_sql`` reads
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ LOCAL_ACCOUNT = "000000000000"
 LOCAL_AUDIENCE = "flowledger"
 LOCAL_ISSUER = "flowledger-local"
 STATE_FILE = "aws-state.pickle"  # the embedded store's snapshot (local/moto_state.py)
+DEMO_DATABASE_FILE = "demo-incident.sqlite"  # built with the demo logs on a fresh store
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class DataDir:
     def state_file(self) -> Path:
         return self.path / STATE_FILE
 
+    @property
+    def demo_database(self) -> Path:
+        return self.path / DEMO_DATABASE_FILE
+
     def ensure(self, region: str) -> None:
         """Create the directory, signing key and admin credentials if they are missing."""
         self.path.mkdir(parents=True, exist_ok=True)
@@ -98,11 +104,13 @@ class DataDir:
 
     def reset(self) -> None:
         """Forget everything: the store's saved state, the signing key (old tokens stop working),
-        the admin credentials and the endpoints. ``ensure`` makes new ones."""
-        for path in (self.state_file, self._key_file, self._credentials_file, self._local_file):
+        the admin credentials, the endpoints and the demo database. ``ensure`` makes new ones."""
+        for path in (self.state_file, self.demo_database, self._key_file, self._credentials_file, self._local_file):
             path.unlink(missing_ok=True)
         for leftover in self.path.glob(f".{STATE_FILE}.*.tmp"):  # a snapshot a crash interrupted
             leftover.unlink(missing_ok=True)
+        for suffix in ("-journal", "-wal", "-shm"):  # SQLite's side files, if a build was interrupted
+            self.path.joinpath(DEMO_DATABASE_FILE + suffix).unlink(missing_ok=True)
 
     def private_key_pem(self) -> bytes:
         if not self._key_file.exists():

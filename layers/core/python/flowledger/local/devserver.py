@@ -24,7 +24,9 @@ from flowledger.api.openapi import openapi_document
 from flowledger.api.registry import rest_routes
 from flowledger.api.routes import routes_of
 from flowledger.api.tokens import SCOPES, TokenVerifier, mint_token
-from flowledger.config import Settings, load_settings
+from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
+from flowledger.diagnosis.demo_database import build_demo_database
+from flowledger.diagnosis.demo_logs import seed_demo_logs
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
@@ -115,11 +117,13 @@ def start_local_stack(
                 **settings_overrides,
             }
         )
+        settings = with_demo_database(settings, directory)
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
         provision_all(services.aws, settings.aws_region, settings.data_key_id)
         if restored is None:  # a restored store keeps what its user made of the demo documents
             seed_demo_documents(services)
+        seed_demo_incident(services, directory, fresh=restored is None)
         endpoints = LocalEndpoints(
             base_url=base_url,
             aws_endpoint_url=aws_endpoint,
@@ -182,6 +186,32 @@ def _gateway(settings: Settings, services: Services, directory: DataDir, functio
     chat_paths = {path: item for path, item in document["paths"].items() if path.startswith("/api/chat")}
     gateway.mount("chat", create_app(lambda: services), routes_of(chat_paths, function="chat"))
     return gateway
+
+
+def with_demo_database(settings: Settings, directory: DataDir) -> Settings:
+    """``settings`` with ``query_sql`` on the data dir's demo database, unless a database is configured.
+
+    Functions and the chat app both get these settings, so every diagnosis reads the same file.
+    """
+    if settings.diagnosis_sql_backend is not DiagnosisSqlBackend.SQLITE or settings.diagnosis_sqlite_path:
+        return settings
+    return settings.model_copy(update={"diagnosis_sqlite_path": str(directory.demo_database)})
+
+
+def seed_demo_incident(services: Services, directory: DataDir, *, fresh: bool) -> None:
+    """On a fresh store, the demo incident: its log events in the embedded Logs and its database.
+
+    Both are built from one clock reading, so they tell the same night. A restored store keeps its
+    logs and its database (the database is rebuilt only if it went missing, since query_sql needs a
+    file); a database configured elsewhere is never touched.
+    """
+    now = services.clock()
+    if fresh:
+        seed_demo_logs(services.aws.logs, now)
+    if services.settings.diagnosis_sqlite_path != str(directory.demo_database):
+        return
+    if fresh or not directory.demo_database.exists():
+        build_demo_database(directory.demo_database, now)  # written whole, then renamed over any older night
 
 
 def seed_demo_documents(services: Services) -> int:

@@ -1,9 +1,9 @@
 """Save the embedded moto store to one file and load it back, so ``flowledger serve`` survives a restart.
 
-moto keeps DynamoDB tables, S3 buckets and KMS keys in process-wide backends; this pickles the
-backends of the services the project provisions (``PERSISTED_SERVICES``) into one file and puts
-them back. Plain pickle is not enough, so our own pickler (never the global ``copyreg`` table)
-handles:
+moto keeps DynamoDB tables, S3 buckets, KMS keys and CloudWatch Logs groups in process-wide
+backends; this pickles the backends of the services the project uses (``PERSISTED_SERVICES``) into
+one file and puts them back. Plain pickle is not enough, so our own pickler (never the global
+``copyreg`` table) handles:
 
 - KMS asymmetric keys, which hold ``cryptography`` key objects that cannot be pickled: they are
   stored as PKCS8 / SubjectPublicKeyInfo DER and loaded back;
@@ -45,15 +45,22 @@ from moto.core.base_backend import BackendDict, backend_lock
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 from moto.kms.models import kms_backends
+from moto.logs.models import logs_backends
 from moto.s3.models import FakeKey, s3_backends
 from moto.s3.utils import _VersionedKeyStore
 
 from flowledger.errors import ConfigurationError
 
 FORMAT_VERSION = 1
-# What provision_all creates and the application calls. Nothing else holds state the project
-# depends on: the IAM backend moto builds by itself carries only moto's defaults.
-_BACKENDS: dict[str, BackendDict[Any]] = {"dynamodb": dynamodb_backends, "s3": s3_backends, "kms": kms_backends}
+# What provision_all creates and the application calls, and the demo incident's log groups (the
+# diagnosis agent's query_logs reads them). Nothing else holds state the project depends on: the
+# IAM backend moto builds by itself carries only moto's defaults.
+_BACKENDS: dict[str, BackendDict[Any]] = {
+    "dynamodb": dynamodb_backends,
+    "s3": s3_backends,
+    "kms": kms_backends,
+    "logs": logs_backends,
+}
 PERSISTED_SERVICES = tuple(_BACKENDS)
 DEFAULT_INTERVAL_SECONDS = 15.0
 

@@ -49,7 +49,9 @@ def backfill_job(services: Services) -> dict[str, int]:
 
     Idempotent: a pathway already embedded by this model is left alone, and the update is
     conditional on that, so two runs at once embed each pathway once. An item that no longer reads
-    as a pathway is logged by id, counted in ``skipped`` and left out of the snapshot.
+    as a pathway is logged by id, counted in ``skipped`` and left out of the snapshot. For the same
+    reason a run stopped by a fault resumes: the next one embeds only what is still un-embedded, and
+    publishes the snapshots the stopped run did not reach.
     """
     return _run(services, "pathway_embedding_backfill", lambda: _backfill(services))
 
@@ -143,6 +145,11 @@ def decay_job(services: Services) -> dict[str, int]:
     """Demote cold and stale pathways: non-destructive (``demoted_at`` + ``demotion_reason``), idempotent.
 
     An item that no longer reads as a pathway is logged by id, counted in ``skipped`` and left alone.
+
+    Resumes where a fault stopped it, with no cursor: each demotion is one transaction with its event,
+    conditional on ``demoted_at`` being absent, and the scan passes over demoted pathways. A run stopped
+    midway (throttled, or an answer lost after the write applied) leaves each pathway demoted with its
+    event or untouched; the next run demotes the untouched ones only (tests/integration/test_job_resume.py).
     """
     return _run(services, "pathway_decay", lambda: _decay(services))
 

@@ -7,7 +7,11 @@
         flow.outcome("recommendation_delivered", "Recommended a follow-up test", confidence=0.93)
 
 Every call is sent before it returns (nothing is buffered), so a Lambda that returns after the
-``with`` block has lost nothing when its runtime freezes. A transport error is logged once per
+``with`` block has lost nothing when its runtime freezes. ``flow(..., deferred=True)`` is the one
+exception, for a caller that answers its client *inside* the block (the chat stream): start, steps
+and close are all sent when the block exits, after the answer, so recording adds nothing to the
+time the client waits. Step ids are made here, so parents work the same; what is lost if the process
+dies inside the block is the flow, never the answer. A transport error is logged once per
 recorder and turns the rest of that flow into no-ops; the agent's own exceptions still propagate,
 and close the flow as aborted.
 """
@@ -119,11 +123,12 @@ def _close_body(outcome: dict[str, Any] | None, exc: BaseException | None) -> di
 class FlowHandle:
     """One flow being recorded (synchronous)."""
 
-    def __init__(self, recorder: ReasoningFlowRecorder, start: dict[str, Any]) -> None:
+    def __init__(self, recorder: ReasoningFlowRecorder, start: dict[str, Any], deferred: bool = False) -> None:
         self._transport = recorder.transport
         self._start = start
         self._soft = _FailSoft(recorder)
         self._outcome: dict[str, Any] | None = None
+        self._deferred: list[dict[str, Any]] | None = [] if deferred and not recorder.disabled else None
         self.flow_id: str | None = None
 
     def _call(self, action: str, send: Callable[[], Any]) -> Any:
@@ -136,13 +141,18 @@ class FlowHandle:
             return None
 
     def __enter__(self) -> FlowHandle:
-        self.flow_id = self._call("start", lambda: self._transport.start(self._start))
+        if self._deferred is None:
+            self.flow_id = self._call("start", lambda: self._transport.start(self._start))
         return self
 
     def step(
         self, step_kind: str, agent: str, summary_text: str, *, parents: list[str] | None = None, **extra: Any
     ) -> str | None:
         """Record a step; returns its id (for ``parents`` of later steps), or None when not recorded."""
+        if self._deferred is not None:
+            body = _step_body(step_kind, agent, summary_text, parents, extra)
+            self._deferred.append(body)
+            return str(body["step_id"])
         if self.flow_id is None:
             return None
         body = _step_body(step_kind, agent, summary_text, parents, extra)
@@ -153,13 +163,23 @@ class FlowHandle:
     def outcome(self, type: str, summary: str, confidence: float | None = None) -> None:
         self._outcome = {"type": type, "summary": summary, "confidence": confidence}
 
+    def _send_deferred(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
+        for body in bodies:
+            self._call("step", lambda body=body: self._transport.step(flow_id, body))  # type: ignore[misc]
+
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._deferred is not None:
+            self.flow_id = self._call("start", lambda: self._transport.start(self._start))
+            if self.flow_id is not None:
+                self._send_deferred(self.flow_id, self._deferred)
         if self.flow_id is not None:
             flow_id, body = self.flow_id, _close_body(self._outcome, exc)
             self._call("close", lambda: self._transport.close(flow_id, body))
 
 
 class ReasoningFlowRecorder:
+    disabled = False
+
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
         self.warned = False
@@ -172,6 +192,7 @@ class ReasoningFlowRecorder:
         *,
         trace_id: str | None = None,
         patient_id: str | None = None,
+        deferred: bool = False,
     ) -> FlowHandle:
         return FlowHandle(
             self,
@@ -182,6 +203,7 @@ class ReasoningFlowRecorder:
                 "trace_id": trace_id,
                 "patient_id": patient_id,
             },
+            deferred,
         )
 
 
@@ -200,6 +222,8 @@ class _NoTransport:
 
 class NoOpRecorder(ReasoningFlowRecorder):
     """REASONING_FLOW_CAPTURE_ENABLED is off: same interface, nothing sent, nothing logged."""
+
+    disabled = True
 
     def __init__(self) -> None:
         super().__init__(_NoTransport())

@@ -41,6 +41,10 @@ CANDIDATES_PER_QUERY = 8
 RECENT_WINDOW = timedelta(hours=24)
 RECENT_FAILURES_SHOWN = 10
 TICKET_ATTEMPTS = 12  # concurrent enqueues race for the next ticket number; each retry backs off
+# Each pause is jittered up to 2 ms * 2**attempt, capped here, and none follows the last attempt: at most
+# TICKET_MAX_WAIT_SECONDS (about 1.3 s) of sleeping before BacklogContention, well inside a request's budget.
+TICKET_PAUSE_CAP_SECONDS = 0.25
+TICKET_MAX_WAIT_SECONDS = sum(min(TICKET_PAUSE_CAP_SECONDS, 0.002 * 2**a) for a in range(TICKET_ATTEMPTS - 1))
 
 
 def request_id_for(idempotency_key: str) -> str:
@@ -54,8 +58,9 @@ TicketedWrite = Callable[[int], tuple[AuditEntry, list[dict[str, Any]], BacklogR
 
 
 class Backlog:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, sleep: Callable[[float], None] = time.sleep) -> None:
         self._s = services
+        self._sleep = sleep  # the pause between ticket attempts (a recorder in tests)
         self._db = services.aws.dynamodb
         self._table = services.aws.table_name("backlog")
         self._tickets = TicketQueue(self._db, services.aws.table_name("backlog_tickets"))
@@ -106,9 +111,15 @@ class Backlog:
             return existing, False
 
     def _write_with_ticket(self, write: TicketedWrite) -> BacklogRow:
-        """Run a write that puts a row in the queue, with the next ticket number; retried when another takes it."""
+        """Run a write that puts a row in the queue, with the next ticket number; retried when another takes it.
+
+        At most ``TICKET_ATTEMPTS`` attempts with a jittered pause between two (never after the last), so
+        the total wait is bounded by ``TICKET_MAX_WAIT_SECONDS``.
+        """
         expires = int((self._s.clock() + timedelta(days=self._s.settings.backlog_retention_days)).timestamp())
         for attempt in range(TICKET_ATTEMPTS):
+            if attempt:
+                self._sleep(backoff_seconds(attempt - 1, cap=TICKET_PAUSE_CAP_SECONDS))
             issued, _ = self._tickets.counter()
             entry, own, row = write(issued + 1)
             try:
@@ -116,7 +127,6 @@ class Backlog:
             except ConditionFailed as failed:
                 if failed.index < len(own):
                     raise
-                time.sleep(backoff_seconds(attempt, cap=0.002 * 2 ** (TICKET_ATTEMPTS - 1)))
                 continue
             return row
         raise BacklogContention("the backlog's ticket counter stayed contended; nothing was written, retry")
@@ -327,6 +337,11 @@ class Backlog:
         Pending rows whose ticket was taken long ago without a dispatch (a consumer died between the
         two) get a new ticket at the back of the queue; parked rows have no ticket and are left alone.
         Rows that cannot be read are logged by id, counted in ``skipped`` and left as they are.
+
+        A sweep stopped by a fault resumes on the next run without a cursor: each requeue is one
+        transaction with its event, conditional on the row being as read (still dispatched at the same
+        ``dispatched_at``, or pending under the same ticket), and a requeued row is neither dispatched
+        nor stranded any more; so the next sweep takes only the rows the stopped one did not reach.
         """
         settings = self._s.settings
         cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))

@@ -48,6 +48,10 @@ class AwsClients:
     def kms(self) -> Any:
         return self._client("kms")
 
+    @cached_property
+    def logs(self) -> Any:
+        return self._client("logs")
+
     def table_name(self, logical: str) -> str:
         return physical_table_name(self._settings.resource_prefix, logical)
 

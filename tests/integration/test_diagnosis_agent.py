@@ -1,0 +1,561 @@
+"""The DIAGNOSIS executor for real: the ReAct loop, its budget, the release guards and the persistence.
+
+The model is the real OpenAI adapter against the scripted OpenAI-compatible server on loopback, the
+tools are the real adapters (CloudWatch Logs and DynamoDB/S3 in moto, the knowledge index), and
+every turn goes through the chat app over HTTP (ASGI), in both the SSE and the JSON variant.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from flowledger.api.chat_app import create_app
+from flowledger.chat.executors import Budget
+from flowledger.chat.models import Intent
+from flowledger.chat.wiring import build_use_case
+from flowledger.diagnosis.demo_incident import ERROR_CODE, PAYMENTS_LOG_GROUP
+from flowledger.diagnosis.demo_logs import seed_demo_logs
+from flowledger.diagnosis.tool_knowledge import LookupKnowledgeTool
+from flowledger.diagnosis.tool_logs import QueryLogsTool
+from flowledger.diagnosis.tools import DiagnosisTool
+from flowledger.diagnosis.wiring import build_diagnosis_executor
+from flowledger.identity import Principal
+from flowledger.knowledge.index import KnowledgeIndex
+from flowledger.llm.openai_adapter import OpenAIChatModel
+from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecorder
+from flowledger.reasoning.service import FlowService
+from flowledger.services import Services
+from tests.integration.test_chat_use_case import parse_sse
+
+pytestmark = pytest.mark.anyio
+USER = {"sub": "alice", "scope": "chat", "patient_id": ""}
+ADMIN = Principal(kind="iam", id="arn:aws:iam::1:user/a")
+RUNBOOK = (
+    b"# Checkout failure runbook\n\nWhen payments-api logs DB_POOL_EXHAUSTED, the database connection pool is "
+    b"too small for the load: compare max_connections with the last deployment and roll back."
+)
+GROUPS = ("/flowledger/demo/checkout", PAYMENTS_LOG_GROUP)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=["sse", "json"])
+def via(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def services(services: Services) -> Services:
+    KnowledgeIndex(services).add_document("checkout-runbook.md", RUNBOOK)
+    seed_demo_logs(services.aws.logs, datetime.now(UTC))
+    return services
+
+
+class Diagnosis:
+    """One deployment's chat use case with the real diagnosis executor over the given tools and budget."""
+
+    def __init__(
+        self, services: Services, scripted: Any, tools: list[DiagnosisTool] | None = None, **budget: Any
+    ) -> None:
+        self.services, self.scripted = services, scripted
+        model = OpenAIChatModel("scripted-model", "sk-test", scripted.base_url)
+        index = KnowledgeIndex(services)
+        self.tools = tools or [QueryLogsTool(services.aws.logs, GROUPS, services.clock), LookupKnowledgeTool(index)]
+        self.use_case = build_use_case(services, model=model, index=index)
+        self.use_case.executors[Intent.DIAGNOSIS] = build_diagnosis_executor(services, model, index, tools=self.tools)
+        self.use_case.budget = lambda: Budget(**budget)
+        writer = Principal(kind="user", id="service:chat", scopes=frozenset({"reasoning.write"}))
+        self.use_case.recorder = ReasoningFlowRecorder(InProcessTransport(FlowService(services), writer))
+        self.app = create_app(lambda: services, lambda: self.use_case)
+        self.log_queries: list[dict[str, Any]] = []
+        services.aws.logs.meta.events.register(
+            "provide-client-params.logs.FilterLogEvents", lambda params, **_: self.log_queries.append(params)
+        )
+
+    async def ask(self, via: str, query: str, session_id: str | None = None) -> dict[str, Any]:
+        from flowledger.api.chat_app import final_body
+
+        headers = {"x-amzn-request-context": json.dumps({"authorizer": USER})}
+        body = {"query": query, **({"session_id": session_id} if session_id else {})}
+        transport = httpx.ASGITransport(app=self.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://chat.test", headers=headers) as client:
+            if via == "json":
+                response = await client.post("/api/chat", json=body, headers={"Accept": "application/json"})
+                assert response.status_code == 200, response.text
+                return dict(response.json())
+            response = await client.post("/api/chat", json=body)
+            return final_body(parse_sse(response.text))
+
+    def run(self, outcome: dict[str, Any]) -> Any:
+        """The run as stored: every attribute of its item, ``published_result`` included."""
+        return stored_run(self.services, outcome["session_id"], outcome["run_id"])
+
+    def flow_steps(self, outcome: dict[str, Any]) -> list[Any]:
+        flows = FlowService(self.services).flows_by_trace(outcome["session_id"], 10, None).flows
+        flow = next(f for f in flows if f.trigger_ref == f"chat/{outcome['run_id']}")
+        return list(FlowService(self.services).admin_flow(ADMIN, flow.flow_id).steps)
+
+    def model_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.scripted.requests if "messages" in r]
+
+
+class StoredRun:
+    def __init__(self, item: dict[str, Any]) -> None:
+        self.item = item
+        self.status = item["status"]
+        self.release_outcome = item.get("release_outcome")
+        self.published_result = item.get("published_result")
+        self.budget_usage = {k: int(v) for k, v in (item.get("budget_usage") or {}).items()}
+
+
+def stored_run(services: Services, session_id: str, run_id: str) -> StoredRun:
+    from flowledger.store import items
+
+    response = services.aws.dynamodb.get_item(
+        TableName=services.aws.table_name("runs"),
+        Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}},
+        ConsistentRead=True,
+    )
+    return StoredRun(items.from_item(response["Item"]))
+
+
+# ---- scripting the model ----------------------------------------------------------------------
+
+
+def route(intent: str = "DIAGNOSIS") -> dict[str, Any]:
+    return {"json": {"intent": intent}}
+
+
+def calls(*planned: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """One model turn that proposes these tool calls, in parallel."""
+    return {
+        "text": None,
+        "tool_calls": [
+            {"id": f"call_t{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(planned)
+        ],
+    }
+
+
+def observations(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The observations the agent sent back to the model so far: id, outcome and result."""
+    return [json.loads(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+def draft(
+    claims: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    conclusion: Callable[[list[dict[str, Any]]], str],
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A concluding draft built from the observations the agent actually sent."""
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        seen = observations(request)
+        return {
+            "json": {
+                "status": "concluded",
+                "conclusion": conclusion(seen),
+                "claims": claims(seen),
+                "scope": "payments-api logs",
+                "limitations": "Only the payments logs were read.",
+                "missing": [],
+            }
+        }
+
+    return answer
+
+
+def verdict(supported: bool, reasons: str = "the logs show it") -> dict[str, Any]:
+    return {"json": {"supported": supported, "reasons": reasons}}
+
+
+def window() -> dict[str, Any]:
+    from flowledger.diagnosis.demo_incident import incident_times
+
+    times = incident_times(datetime.now(UTC))
+    return {
+        "log_group": PAYMENTS_LOG_GROUP,
+        "start": times.start.isoformat().replace("+00:00", "Z"),
+        "end": times.end.isoformat().replace("+00:00", "Z"),
+        "terms": [ERROR_CODE],
+        "limit": 20,
+    }
+
+
+def first_event_time(seen: list[dict[str, Any]]) -> str:
+    result = json.loads(seen[0]["result"])
+    return str(result["events"][0]["timestamp"])
+
+
+LOGS_CLAIM = draft(
+    lambda seen: [
+        {
+            "text": f"payments-api logged {ERROR_CODE} from {first_event_time(seen)}.",
+            "observation_ids": [seen[0]["observation_id"]],
+        }
+    ],
+    lambda seen: f"Checkout failed because payments-api ran out of pooled connections ({ERROR_CODE}).",
+)
+
+
+# ---- the seed's scenarios -----------------------------------------------------------------------
+
+
+async def test_diagnosis_succeeds_with_a_conclusion(services: Services, scripted_openai: Any, via: str) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
+    outcome = await harness.ask(via, "Why did checkout fail last night?")
+    assert outcome["status"] == "SUCCESS" and outcome["release_outcome"] == "SUCCESS", outcome
+    assert ERROR_CODE in outcome["content"]["text"]
+    assert outcome["status_codes"] == [
+        "ROUTING",
+        "ROUTED_DIAGNOSIS",
+        "DIAGNOSING",
+        "QUERYING_LOGS",
+        "CHECKING_EVIDENCE",
+        "RELEASING",
+    ]
+    run = harness.run(outcome)
+    published = json.loads(run.published_result)
+    assert published["query"] == "Why did checkout fail last night?"
+    assert set(published) == {"query", "conclusion", "scope", "limitations", "documents"}
+    assert "obs-" not in run.published_result and "call_" not in run.published_result
+    assert run.budget_usage == {"model_calls": 4, "tool_calls": 1, "tokens": 4 * 18}
+    # The query went to the agent unchanged, and the tool call ran once, as asked.
+    task = json.loads(harness.model_requests()[1]["messages"][1]["content"])
+    assert task == {"query": "Why did checkout fail last night?", "previous_turn": None}
+    assert [q["logGroupName"] for q in harness.log_queries] == [PAYMENTS_LOG_GROUP]
+
+
+async def test_every_diagnosis_records_its_steps_in_a_flow(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    steps = harness.flow_steps(outcome)
+    assert [s.step_kind for s in steps] == [
+        "routing",
+        "model_call",
+        "tool_call",
+        "model_call",
+        "draft",
+        "evidence_guard",
+        "semantic_guard",
+        "release",
+    ]
+    refs = [s.back_refs.llm_call_log_ref for s in steps if s.step_kind == "model_call"]
+    assert refs == [f"{outcome['run_id']}/model-1", f"{outcome['run_id']}/model-2"]
+    for parent, child in itertools.pairwise(steps):
+        assert child.parent_step_ids == [parent.step_id]  # one chain, routing first
+    dumped = json.dumps([s.model_dump() for s in steps])
+    assert "checkout" not in dumped.lower() and "DB_POOL" not in dumped  # no query or evidence text
+
+
+async def test_the_semantic_guards_reasons_never_leave_the_server(
+    services: Services, scripted_openai: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    secret = "REASON-7f3a: the judge thinks otherwise"
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(False, secret)]
+    with caplog.at_level(logging.DEBUG):
+        outcome = await harness.ask("sse", "Why did checkout fail last night?")
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
+    assert "did not publish it" in outcome["content"]["text"]
+    everywhere = json.dumps(outcome) + json.dumps(run.item, default=str) + caplog.text
+    everywhere += json.dumps([s.model_dump() for s in harness.flow_steps(outcome)])
+    assert "REASON-7f3a" not in everywhere
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param(
+            lambda seen: [{"text": "It failed.", "observation_ids": ["run_01JD00000000000000000000AA/obs-1"]}],
+            id="foreign-id",
+        ),
+        pytest.param(
+            lambda seen: [{"text": "It failed.", "observation_ids": [seen[0]["observation_id"][:-1] + "9"]}],
+            id="unknown-id",
+        ),
+        pytest.param(lambda seen: [{"text": "It failed.", "observation_ids": []}], id="uncited-claim"),
+        pytest.param(
+            lambda seen: [{"text": "4711 checkouts failed.", "observation_ids": [seen[0]["observation_id"]]}],
+            id="number-found-nowhere",
+        ),
+        pytest.param(
+            lambda seen: [{"text": "NO_SUCH_CODE was logged.", "observation_ids": [seen[0]["observation_id"]]}],
+            id="error-code-found-nowhere",
+        ),
+    ],
+)
+async def test_the_evidence_guard_refuses_fabrication(
+    services: Services, scripted_openai: Any, claims: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    fabricated = draft(claims, lambda seen: "Checkout failed.")
+    scripted_openai.script = [route(), calls(("query_logs", window())), fabricated, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
+    assert "could not all be found" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 3  # the semantic guard is never asked about a refused draft
+
+
+async def test_a_number_in_the_conclusion_must_be_in_the_cited_evidence(
+    services: Services, scripted_openai: Any
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    inflated = draft(
+        lambda seen: [{"text": f"payments-api logged {ERROR_CODE}.", "observation_ids": [seen[0]["observation_id"]]}],
+        lambda seen: f"{ERROR_CODE} hit 9999 checkouts.",
+    )
+    scripted_openai.script = [route(), calls(("query_logs", window())), inflated, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert harness.run(outcome).release_outcome == "FALLBACK"
+
+
+async def test_a_refused_observation_is_not_evidence(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    outside = {**window(), "log_group": "/aws/lambda/someone-else"}
+    cites_refusal = draft(
+        lambda seen: [{"text": "The logs were checked.", "observation_ids": [seen[0]["observation_id"]]}],
+        lambda seen: "The logs were checked.",
+    )
+    scripted_openai.script = [route(), calls(("query_logs", outside)), cites_refusal, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert harness.run(outcome).release_outcome == "FALLBACK"
+    assert harness.log_queries == []  # a group outside the allow-list is never queried
+    refused = observations(harness.model_requests()[2])[0]
+    assert refused["outcome"] == "refused"
+
+
+async def test_ids_in_the_models_text_are_scrubbed(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    with_ids = draft(
+        lambda seen: [
+            {
+                "text": f"{ERROR_CODE} seen in {seen[0]['observation_id']}.",
+                "observation_ids": [seen[0]["observation_id"]],
+            }
+        ],
+        lambda seen: f"Pool exhausted ({ERROR_CODE}), see {seen[0]['observation_id']} and call_t0.",
+    )
+    scripted_openai.script = [route(), calls(("query_logs", window())), with_ids, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "SUCCESS"
+    text = outcome["content"]["text"]
+    assert "obs-" not in text and "call_t0" not in text and outcome["run_id"] not in text
+    assert text.startswith("Pool exhausted")
+
+
+async def test_knowledge_documents_become_references_once(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    runbook = draft(
+        lambda seen: [
+            {"text": f"The runbook names {ERROR_CODE}.", "observation_ids": [seen[0]["observation_id"]]},
+            {"text": "It says to roll back.", "observation_ids": [seen[0]["observation_id"]]},
+        ],
+        lambda seen: f"Follow the checkout runbook for {ERROR_CODE}.",
+    )
+    scripted_openai.script = [route(), calls(("lookup_knowledge", {"query": "checkout pool"})), runbook, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "SUCCESS", outcome
+    assert [r["title"] for r in outcome["content"]["references"]] == ["Checkout failure runbook"]
+    assert json.loads(harness.run(outcome).published_result)["documents"][0]["title"] == "Checkout failure runbook"
+
+
+# ---- stops: budget, saturation, missing context, cancellation ---------------------------------------
+
+
+async def test_tool_budget_ends_after_finite_checks(services: Services, scripted_openai: Any, via: str) -> None:
+    harness = Diagnosis(services, scripted_openai, max_tool_calls=2)
+    scripted_openai.script = [
+        route(),
+        calls(("query_logs", window()), ("lookup_knowledge", {"query": "pool"})),  # exactly at the limit: runs
+        calls(("lookup_knowledge", {"query": "deploy"})),  # one over: refused, not run
+    ]
+    outcome = await harness.ask(via, "Why did checkout fail last night?")
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
+    assert run.budget_usage["tool_calls"] == 2
+    assert outcome["content"]["text"].startswith("I could not finish this diagnosis within its tool calls limit")
+    assert "query_logs 1 time" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 3  # no extra model call to build the fallback
+    assert "error" not in outcome
+
+
+async def test_a_parallel_batch_that_would_overflow_is_refused_whole(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai, max_tool_calls=2)
+    scripted_openai.script = [
+        route(),
+        calls(
+            ("query_logs", window()),
+            ("query_logs", {**window(), "terms": ["ERROR"]}),
+            ("lookup_knowledge", {"query": "x"}),
+        ),
+    ]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    # Nothing ran, so nothing was observed: the run fails closed instead of inventing a fallback.
+    assert harness.log_queries == []
+    assert outcome["error"]["code"] == "EXECUTION_FAILED" and "content" not in outcome
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("FAILED", "FAILED", None)
+
+
+async def test_model_budget_before_any_observation_fails_closed(services: Services, scripted_openai: Any) -> None:
+    # Routing takes 1 call and the guard's call is kept spare: a budget of 2 leaves the loop nothing.
+    harness = Diagnosis(services, scripted_openai, max_model_calls=2)
+    scripted_openai.script = [route()]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["error"]["code"] == "EXECUTION_FAILED"
+    assert len(harness.model_requests()) == 1
+    assert harness.run(outcome).budget_usage["model_calls"] == 1
+
+
+async def test_model_budget_after_an_observation_is_a_fallback(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai, max_model_calls=3)
+    scripted_openai.script = [route(), calls(("query_logs", window())), calls(("lookup_knowledge", {"query": "x"}))]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "FALLBACK"
+    assert "model calls limit" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 2  # routing and one agent step; the third call is never made
+
+
+async def test_token_and_time_budgets_stop_the_loop(services: Services, scripted_openai: Any) -> None:
+    tokens = Diagnosis(services, scripted_openai, max_tokens=30)
+    scripted_openai.script = [route(), calls(("query_logs", window())), calls(("lookup_knowledge", {"query": "x"}))]
+    outcome = await tokens.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "FALLBACK" and "tokens limit" in outcome["content"]["text"]
+    expired = Diagnosis(services, scripted_openai, deadline=0.0)
+    scripted_openai.script = [route()]
+    outcome = await expired.ask("json", "Why did checkout fail last night?")
+    assert outcome["error"]["code"] == "EXECUTION_FAILED"
+
+
+async def test_the_same_call_twice_is_saturation(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), calls(("query_logs", window()))]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "FALLBACK"
+    assert outcome["content"]["text"].startswith("I stopped this diagnosis because further checks returned nothing new")
+    assert len(harness.log_queries) == 1  # the repeat is never run
+
+
+async def test_two_steps_without_a_new_observation_is_saturation(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    empty = {**window(), "terms": ["NOTHING_MATCHES_THIS"]}
+    scripted_openai.script = [
+        route(),
+        calls(("query_logs", empty)),
+        calls(("query_logs", {**empty, "limit": 10})),
+        calls(("lookup_knowledge", {"query": "never asked"})),
+    ]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "FALLBACK" and "nothing new" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 3
+
+
+async def test_missing_context_names_what_is_missing(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    missing = {
+        "json": {
+            "status": "missing_context",
+            "conclusion": None,
+            "claims": [],
+            "scope": "",
+            "limitations": "",
+            "missing": ["database", "affected_service"],
+        }
+    }
+    scripted_openai.script = [route(), missing]
+    outcome = await harness.ask("json", "Why is the billing export wrong?")
+    assert outcome["release_outcome"] == "FALLBACK"
+    assert "the application's database, which service is affected" in outcome["content"]["text"]
+    assert harness.run(outcome).published_result is None
+
+
+async def test_an_invalid_draft_is_retried_once_then_a_fallback(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), {"json": {"status": "?"}}, {"raw": "not json"}]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    assert outcome["release_outcome"] == "FALLBACK"
+    assert "could be checked" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 4
+
+
+async def test_cancellation_is_checked_between_tool_calls(services: Services, scripted_openai: Any) -> None:
+    from flowledger.chat.models import ChatRequest
+    from flowledger.chat.usecase import CancelToken
+
+    token = CancelToken()
+
+    class DisconnectingTool(LookupKnowledgeTool):
+        """The client goes away while the first tool of a batch runs."""
+
+        def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
+            token.cancel()
+            return super().run(arguments, timeout_seconds=timeout_seconds)
+
+    index = KnowledgeIndex(services)
+    tools = [DisconnectingTool(index), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
+    harness = Diagnosis(services, scripted_openai, tools=tools)
+    scripted_openai.script = [route(), calls(("lookup_knowledge", {"query": "pool"}), ("query_logs", window()))]
+    alice = Principal(kind="user", id="alice", scopes=frozenset({"chat"}))
+    events = list(harness.use_case.run(alice, ChatRequest(query="Why did checkout fail last night?"), token))
+    assert events[-1].type == "error" and events[-1].code == "CANCELLED"
+    assert harness.log_queries == []  # the second call of the batch never ran
+    assert len(harness.model_requests()) == 2  # and no model call followed
+    run = stored_run(services, events[0].session_id, events[0].run_id)
+    assert (run.status, run.release_outcome, run.published_result) == ("CANCELLED", "CANCELLED", None)
+
+
+async def test_the_previous_turn_reaches_the_next_diagnosis(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
+    first = await harness.ask("json", "Why did checkout fail last night?")
+    scripted_openai.script = [route(), {"json": {**missing_context()}}]
+    await harness.ask("json", "Is it fixed now?", session_id=first["session_id"])
+    task = json.loads(harness.model_requests()[-1]["messages"][1]["content"])
+    assert task["query"] == "Is it fixed now?"
+    assert task["previous_turn"]["conclusion"] == first["content"]["text"]
+
+
+def missing_context() -> dict[str, Any]:
+    return {
+        "status": "missing_context",
+        "conclusion": None,
+        "claims": [],
+        "scope": "",
+        "limitations": "",
+        "missing": [],
+    }
+
+
+async def test_the_lambdas_remaining_time_bounds_the_diagnosis(services: Services, scripted_openai: Any) -> None:
+    """LWA's ``x-amzn-lambda-context`` deadline, minus the margin, is the turn's deadline."""
+    import time
+
+    from flowledger.api.chat_app import final_body
+
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window()))]
+    # 2 s left in the invocation, and a 5 s margin: no agent step may start.
+    lambda_context = json.dumps({"deadline": int(time.time() * 1000) + 2000, "request_id": "r-1"})
+    headers = {"x-amzn-request-context": json.dumps({"authorizer": USER}), "x-amzn-lambda-context": lambda_context}
+    transport = httpx.ASGITransport(app=harness.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://chat.test", headers=headers) as client:
+        response = await client.post("/api/chat", json={"query": "Why did checkout fail last night?"})
+    outcome = final_body(parse_sse(response.text))
+    assert outcome["error"]["code"] == "EXECUTION_FAILED"
+    assert len(harness.model_requests()) == 1  # routing only
+    assert harness.log_queries == []
