@@ -15,15 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from flowledger.config import load_settings
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.research.backlog import Backlog
 from flowledger.research.synthetic import enqueue_synthetic
 from flowledger.services import build_services
+from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
 CONSUMERS = 16
@@ -44,16 +42,12 @@ class Signer:
     """Signs admin calls with the server's local admin credentials, as any SigV4 client would."""
 
     def __init__(self, server: Any) -> None:
-        credentials = server.data_dir.admin_credentials()
-        self._auth = SigV4Auth(
-            Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", credentials.region
-        )
+        self._credentials = server.data_dir.admin_credentials()
         self._base = server.base_url
 
     def headers(self, method: str, path: str, body: bytes = b"") -> dict[str, str]:
-        request = AWSRequest(method=method, url=f"{self._base}{path}", data=body)
-        self._auth.add_auth(request)
-        return {**dict(request.headers), "Content-Type": "application/json"}
+        signed = sigv4_headers(self._credentials, method, f"{self._base}{path}", body)
+        return {**signed, "Content-Type": "application/json"}
 
 
 def enqueue_rows(server: Any, count: int) -> dict[str, str]:

@@ -12,24 +12,16 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from flowledger.store.tables import TABLES
+from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
 
 
 def signed_headers(server: Any, method: str, path: str, secret: str | None = None) -> dict[str, str]:
-    credentials = server.data_dir.admin_credentials()
-    request = AWSRequest(method=method, url=f"{server.base_url}{path}")
-    SigV4Auth(
-        Credentials(credentials.access_key_id, secret or credentials.secret_access_key),
-        "execute-api",
-        credentials.region,
-    ).add_auth(request)
-    return dict(request.headers)
+    return sigv4_headers(server.data_dir.admin_credentials(), method, f"{server.base_url}{path}", secret=secret)
 
 
 def token(server: Any, *args: str) -> str:

@@ -13,13 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from flowledger.api.access import Access
 from flowledger.api.openapi import openapi_document
 from flowledger.api.routes import routes_of
+from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
 LIMIT = 256 * 1024  # FLOWLEDGER_MAX_BODY_BYTES' default
@@ -58,12 +56,8 @@ def send(server: Any, bearer: str, route: Any, body: bytes, content_type: str = 
     path = route.path.format(**SAMPLE_IDS)
     headers = {"Content-Type": content_type}
     if route.access is Access.IAM:
-        credentials = server.data_dir.admin_credentials()
-        request = AWSRequest(method=route.method, url=f"{server.base_url}{path}", data=body, headers=headers)
-        SigV4Auth(
-            Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", credentials.region
-        ).add_auth(request)
-        headers = dict(request.headers)
+        url = f"{server.base_url}{path}"
+        headers = sigv4_headers(server.data_dir.admin_credentials(), route.method, url, body, headers=headers)
     else:
         headers["Authorization"] = bearer
     return httpx.request(route.method, f"{server.base_url}{path}", content=body, headers=headers, timeout=30)

@@ -10,20 +10,15 @@ from typing import Any
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
+
+from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
 
 
 def signed(server: Any, method: str, path: str, body: bytes = b"") -> dict[str, str]:
-    credentials = server.data_dir.admin_credentials()
-    request = AWSRequest(method=method, url=f"{server.base_url}{path}", data=body)
-    SigV4Auth(
-        Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", credentials.region
-    ).add_auth(request)
-    return {**dict(request.headers), "Content-Type": "application/json"}
+    headers = sigv4_headers(server.data_dir.admin_credentials(), method, f"{server.base_url}{path}", body)
+    return {**headers, "Content-Type": "application/json"}
 
 
 def cli(server: Any, *args: str) -> str:

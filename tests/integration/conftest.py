@@ -28,6 +28,19 @@ from flowledger.reasoning.dimensions import compute_dimensions
 from flowledger.reasoning.models import FlowView, Outcome
 from flowledger.services import Services, bootstrap, build_services
 from flowledger.store.provision import provision_all
+from tests.jwks import jwks_served
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The async tests run on asyncio (the chat app's loop under uvicorn and Lambda Web Adapter)."""
+    return "asyncio"
+
+
+@pytest.fixture(params=["sse", "json"])
+def via(request: pytest.FixtureRequest) -> str:
+    """A chat turn through each of its two adapters: the SSE stream and the JSON variant."""
+    return str(request.param)
 
 
 @pytest.fixture
@@ -81,25 +94,8 @@ def data_dir(tmp_path: Path) -> DataDir:
 @pytest.fixture
 def jwks_url(data_dir: DataDir) -> Iterator[str]:
     """The data dir's JWKS served over loopback HTTP, as an issuer would serve it."""
-    body = json.dumps(data_dir.jwks()).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/.well-known/jwks.json"
-    server.shutdown()
-    server.server_close()
+    with jwks_served(data_dir.jwks()) as url:
+        yield url
 
 
 class ScriptedOpenAI:

@@ -26,23 +26,16 @@ import base64
 import hashlib
 import hmac
 import json
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from unittest import mock
 from urllib.parse import urlencode
 
 import httpx
 import jwt
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -71,6 +64,8 @@ from tests.integration.audit_table import (
     request_of,
     route_requests,
 )
+from tests.jwks import jwks_served
+from tests.signing import sigv4_headers
 
 BASE = "http://gateway.test"
 CASES = (
@@ -136,31 +131,6 @@ class CountedApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.invocations += 1
         await self.app(scope, receive, send)
-
-
-@contextmanager
-def jwks_served(jwks: dict[str, Any]) -> Iterator[str]:
-    """The issuer's JWKS over loopback HTTP, as the verifier fetches it."""
-    body = json.dumps(jwks).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/.well-known/jwks.json"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass
@@ -262,13 +232,7 @@ def forged(token: str, header: dict[str, str], sign: Any) -> str:
 def signed(
     credentials: AdminCredentials, method: str, target: str, content: bytes, at: datetime | None = None
 ) -> dict[str, str]:
-    request = AWSRequest(method=method, url=f"{BASE}{target}", data=content)
-    signer = SigV4Auth(
-        Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", "us-east-1"
-    )
-    with mock.patch("botocore.auth.get_current_datetime", return_value=at or datetime.now(UTC)):
-        signer.add_auth(request)
-    return dict(request.headers)
+    return sigv4_headers(credentials, method, f"{BASE}{target}", content, region="us-east-1", at=at)
 
 
 def credentials_for(

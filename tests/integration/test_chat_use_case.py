@@ -45,16 +45,6 @@ EVENTS = TypeAdapter(ChatEvent)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=["sse", "json"])
-def via(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
 def services(services: Services) -> Services:
     index = KnowledgeIndex(services)
     index.add_document("ledger.md", b"# Ledger\n\nThe audit ledger checkpoints every five minutes into S3.")

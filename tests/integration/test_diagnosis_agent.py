@@ -46,16 +46,6 @@ GROUPS = ("/flowledger/demo/checkout", PAYMENTS_LOG_GROUP)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=["sse", "json"])
-def via(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
 def services(services: Services) -> Services:
     KnowledgeIndex(services).add_document("checkout-runbook.md", RUNBOOK)
     seed_demo_logs(services.aws.logs, datetime.now(UTC))
@@ -412,7 +402,7 @@ async def test_a_parallel_batch_that_would_overflow_is_refused_whole(services: S
     assert (run.status, run.release_outcome, run.published_result) == ("FAILED", "FAILED", None)
 
 
-async def test_model_budget_before_any_observation_fails_closed(services: Services, scripted_openai: Any) -> None:
+async def test_budget_ends_without_safe_publishable_progress(services: Services, scripted_openai: Any) -> None:
     # Routing takes 1 call and the guard's call is kept spare: a budget of 2 leaves the loop nothing.
     harness = Diagnosis(services, scripted_openai, max_model_calls=2)
     scripted_openai.script = [route()]

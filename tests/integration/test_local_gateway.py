@@ -13,9 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from flowledger.api.access import Access
 from flowledger.api.registry import capability_handler, rest_routes
@@ -25,6 +22,7 @@ from flowledger.local.datadir import DataDir
 from flowledger.local.functions import LocalLambdaContext
 from flowledger.local.gateway import LocalGateway
 from flowledger.local.sigv4 import SigV4Verifier
+from tests.signing import sigv4_headers
 
 pytestmark = [pytest.mark.usefixtures("services"), pytest.mark.anyio]
 BASE = "http://gateway.test"
@@ -61,11 +59,6 @@ async def echo_context(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def functions() -> InProcessFunctions:
     return InProcessFunctions()
 
@@ -98,12 +91,7 @@ def bearer(data_dir: DataDir) -> str:
 
 
 def signed(data_dir: DataDir, method: str, path: str, body: bytes = b"") -> dict[str, str]:
-    credentials = data_dir.admin_credentials()
-    request = AWSRequest(method=method, url=f"{BASE}{path}", data=body)
-    SigV4Auth(
-        Credentials(credentials.access_key_id, credentials.secret_access_key), "execute-api", credentials.region
-    ).add_auth(request)
-    return dict(request.headers)
+    return sigv4_headers(data_dir.admin_credentials(), method, f"{BASE}{path}", body)
 
 
 async def call(gateway: LocalGateway, method: str, path: str, **kwargs: Any) -> httpx.Response:

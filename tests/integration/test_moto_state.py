@@ -451,6 +451,8 @@ def test_counts_read_as_the_banner_says_them() -> None:
         ("POST", "DynamoDB_20120810.GetItem", False),
         ("POST", "DynamoDB_20120810.Query", False),
         ("POST", "TrentService.Decrypt", False),
+        ("POST", "Logs_20140328.FilterLogEvents", False),
+        ("POST", "Logs_20140328.PutLogEvents", True),
         ("GET", None, False),
         ("HEAD", None, False),
         ("POST", "DynamoDB_20120810.PutItem", True),

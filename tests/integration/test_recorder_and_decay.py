@@ -112,11 +112,6 @@ async def test_the_async_recorder_records_the_same_flow(services: Services) -> N
     assert (stored.flow.flow_state, stored.flow.step_count) == ("completed", 1)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_decay_aborts_flows_active_over_24_hours_once(services: Services) -> None:
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     services.clock = lambda: now - timedelta(hours=25)

@@ -159,8 +159,3 @@ async def test_the_sdk_signs_its_requests() -> None:
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIATEST/")
     assert "/eu-west-1/execute-api/aws4_request" in authorization
     await client.aclose()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

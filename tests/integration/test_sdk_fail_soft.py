@@ -75,11 +75,6 @@ def api() -> Iterator[ScriptedApi]:
     server.stop()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def warnings(caplog: pytest.LogCaptureFixture, logger: str) -> int:
     return len([record for record in caplog.records if record.name == logger])
 

@@ -95,8 +95,10 @@ def demo_rows(now: datetime) -> DemoRows:
     ]
     checkouts += [(m, "failed") for m in failed] + [(m, "paid") for m in paid_during]
 
+    # Traffic after the rollback, but never in the future: a demo seeded just after midnight stops at now
+    # (the incident itself always ends before midnight, so before any ``now``).
     moment = times.end
-    while moment < times.end + _AFTER:
+    while moment < min(times.end + _AFTER, now):
         checkouts.append((moment, "paid"))
         moment += timedelta(seconds=rng.randint(*_NORMAL_GAP_SECONDS))
 

@@ -26,6 +26,7 @@ from flowledger.api.routes import routes_of
 from flowledger.api.tokens import SCOPES, TokenVerifier, mint_token
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
 from flowledger.diagnosis.demo_database import build_demo_database
+from flowledger.diagnosis.demo_incident import DEMO_QUESTION
 from flowledger.diagnosis.demo_logs import seed_demo_logs
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
@@ -301,6 +302,7 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
         f"  state            {state}",
         f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
         f"  model            {model}",
+        f'  demo incident    logs, database and runbook: try `flowledger chat "{DEMO_QUESTION}"`',
         f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
         f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"
         f" service execute-api  ({directory.path}/admin-credentials.json)",

@@ -71,12 +71,17 @@ _READ_ONLY_TARGETS = frozenset(
                 "VerifyMac",
             )
         ),
+        # The diagnosis agent's log queries must not make the store look changed (and snapshot it).
+        *(
+            f"Logs_20140328.{call}"
+            for call in ("DescribeLogGroups", "DescribeLogStreams", "FilterLogEvents", "GetLogEvents")
+        ),
     }
 )
 
 
 def may_change_state(environ: dict[str, Any]) -> bool:
-    """False only for requests known not to write (S3 GETs, DynamoDB and KMS reads)."""
+    """False only for requests known not to write (S3 GETs, DynamoDB, KMS and CloudWatch Logs reads)."""
     if environ.get("REQUEST_METHOD", "") in _READ_ONLY_METHODS:
         return False
     return environ.get("HTTP_X_AMZ_TARGET") not in _READ_ONLY_TARGETS
@@ -142,7 +147,7 @@ class LockedMotoServer:
         return self._saved is None or self._saved[1] != self._app.changes
 
     def restore(self, path: Path) -> StateCounts | None:
-        """Replace moto's DynamoDB, S3 and KMS state with the snapshot at ``path``; None if there is none.
+        """Replace moto's DynamoDB, S3, KMS and Logs state with the snapshot at ``path``; None if there is none.
 
         Call it before ``start()`` (or while running: requests wait). Raises ``ConfigurationError``
         for a file from another moto version or a damaged one.
@@ -154,7 +159,7 @@ class LockedMotoServer:
             return counts
 
     def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo:
-        """Save moto's DynamoDB, S3 and KMS state to ``path`` atomically, unless nothing changed.
+        """Save moto's DynamoDB, S3, KMS and Logs state to ``path`` atomically, unless nothing changed.
 
         The backends are pickled under the request lock, so the file never holds half a request;
         the file is written after the lock is released. Without ``force``, a snapshot to the same
