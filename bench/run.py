@@ -19,6 +19,7 @@ BENCHMARKS = [
     "backlog.py",
     "pathways.py",
     "devserver.py",
+    "tabular.py",
 ]
 
 

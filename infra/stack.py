@@ -27,6 +27,12 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
         seal_fields=True,
     ),
     "research": DataAccess(write_tables=("backlog", "backlog_tickets", "claims_review", "ledger")),
+    # Workspaces and documents; a conversation upload claims its chat session's header (runs).
+    "documents": DataAccess(
+        write_tables=("workspaces", "documents", "runs", "knowledge", "ledger"),
+        read_buckets=("documents",),
+        write_buckets=("documents",),
+    ),
 }
 CHAT_ACCESS = DataAccess(read_tables=("knowledge",), write_tables=("runs",), read_buckets=("documents",))
 JOBS_ACCESS = DataAccess(

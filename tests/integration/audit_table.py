@@ -11,7 +11,9 @@ through the local gateway.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import hashlib
 import importlib.util
 import itertools
 import json
@@ -95,12 +97,14 @@ Caller = Client | Admin | None
 WRITER = Client("agent-researcher", frozenset({"reasoning.write"}))
 PATIENT = Client("u-ann", frozenset({"reasoning.read"}), "p-ann")
 CHATTER = Client("alice", frozenset({"chat"}))
+DOCUMENTER = Client("dora", frozenset({"documents"}))
 ADMIN = Admin("arn:aws:sts::123456789012:assumed-role/operator/jane")
 # Each client's counterpart: the same scopes, another user's (or patient's) resources.
 ANOTHER = {
     WRITER: Client("agent-critic", frozenset({"reasoning.write"})),
     PATIENT: Client("u-bob", frozenset({"reasoning.read"}), "p-bob"),
     CHATTER: Client("bob", frozenset({"chat"})),
+    DOCUMENTER: Client("dmitri", frozenset({"documents"})),
 }
 
 
@@ -614,9 +618,73 @@ def rejected_verdict(env: Env) -> Values:
     return {"request_id": row.request_id}
 
 
+def group_workspace(env: Env) -> Values:
+    """A group workspace of dora's (the counterpart is no member of it), and a user to add."""
+    status, body = env.call("POST", "/api/workspaces", DOCUMENTER, {"kind": "group", "name": f"{MARKER} team"})
+    assert status == 201, body
+    return {"workspace_id": body["workspace_id"], "user_id": "carol"}
+
+
+def workspace_with_member(env: Env) -> Values:
+    values = group_workspace(env)
+    status, body = env.call(
+        "PUT", "/api/workspaces/{workspace_id}/members/{user_id}".format(**values), DOCUMENTER, {"role": "viewer"}
+    )
+    assert status == 200, body
+    return values
+
+
+def hidden_public_workspace(env: Env) -> Values:
+    """A public workspace of dora's that is not visible yet (so the counterpart cannot read it)."""
+    status, body = env.call(
+        "POST", "/api/workspaces", DOCUMENTER, {"kind": "public", "name": f"{MARKER} library", "visible": False}
+    )
+    assert status == 201, body
+    return {"workspace_id": body["workspace_id"]}
+
+
+NOTES = {
+    "file_name": "notes.md",
+    "kind": "markdown",
+    "content_base64": base64.b64encode(f"# {MARKER} notes".encode()).decode(),
+}
+
+
+def stored_document(env: Env) -> Values:
+    """A Markdown document of dora's, indexed in her group workspace."""
+    values = group_workspace(env)
+    status, body = env.call("POST", "/api/documents", DOCUMENTER, {**NOTES, "workspace_id": values["workspace_id"]})
+    assert status == 201, body
+    return {**values, "document_id": body["document"]["document_id"]}
+
+
+def uploaded_version(env: Env) -> Values:
+    """A presigned first version whose body was PUT to S3 (as the client does with the URL)."""
+    values = group_workspace(env)
+    text = f"# {MARKER} large notes".encode()
+    declared = {"size_bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}
+    status, body = env.call(
+        "POST",
+        "/api/documents",
+        DOCUMENTER,
+        {"file_name": "big.md", "kind": "markdown", "workspace_id": values["workspace_id"], **declared},
+    )
+    assert status == 201 and body["upload"], body
+    document_id = body["document"]["document_id"]
+    aws = env.services.aws
+    aws.s3.put_object(Bucket=aws.bucket_name("documents"), Key=f"files/{document_id}/v1/original", Body=text)
+    return {**values, "document_id": document_id, "version": 1}
+
+
+def document_of_workspace(env: Env, values: Values) -> Values:
+    status, page = env.call("GET", "/api/documents", DOCUMENTER, query={"workspace_id": values["workspace_id"]})
+    assert status == 200 and len(page["documents"]) == 1, page
+    return {"document_id": page["documents"][0]["document_id"]}
+
+
 # ---- the table ----------------------------------------------------------------------------------------
 
-W, P, A = WRITER.actor, PATIENT.actor, ADMIN.actor
+W, P, A, D = WRITER.actor, PATIENT.actor, ADMIN.actor, DOCUMENTER.actor
 
 START = Route("POST", "/api/reasoning/flows", WRITER, body=FLOW_START, status=201)
 STEP_ROUTE = Route("POST", "/api/reasoning/flows/{flow_id}/steps", WRITER, active_flow, STEP, status=201, other=403)
@@ -700,6 +768,42 @@ RECORDED_CHAT = Route(
 )
 RUNS = Route("GET", "/api/chat/sessions/{session_id}/runs", CHATTER, chat_session, other=404)
 CANCEL = Route("POST", "/api/chat/runs/{run_id}/cancel", CHATTER, chat_session, other=404)
+WORKSPACE = "/api/workspaces/{workspace_id}"
+WS_CREATE = Route("POST", "/api/workspaces", DOCUMENTER, body={"kind": "group", "name": f"{MARKER} team"}, status=201)
+WS_LIST = Route("GET", "/api/workspaces", DOCUMENTER, group_workspace)
+WS_GET = Route("GET", WORKSPACE, DOCUMENTER, group_workspace, other=404)
+WS_MEMBER = Route("PUT", WORKSPACE + "/members/{user_id}", DOCUMENTER, group_workspace, {"role": "editor"}, other=404)
+WS_REVOKE = Route("DELETE", WORKSPACE + "/members/{user_id}", DOCUMENTER, workspace_with_member, other=404)
+WS_VISIBILITY = Route(
+    "PATCH", WORKSPACE, DOCUMENTER, hidden_public_workspace, {"visible": True, "listed": True}, other=404
+)
+DOCUMENT = "/api/documents/{document_id}"
+DOC_CREATE = Route(
+    "POST",
+    "/api/documents",
+    DOCUMENTER,
+    group_workspace,
+    {**NOTES, "workspace_id": "{workspace_id}"},
+    status=201,
+    other=404,
+    found=document_of_workspace,
+)
+DOC_LIST = Route(
+    "GET", "/api/documents", DOCUMENTER, stored_document, query={"workspace_id": "{workspace_id}"}, other=404
+)
+DOC_GET = Route("GET", DOCUMENT, DOCUMENTER, stored_document, other=404)
+DOC_VERSIONS = Route("GET", DOCUMENT + "/versions", DOCUMENTER, stored_document, other=404)
+DOC_REPLACE = Route(
+    "POST",
+    DOCUMENT + "/versions",
+    DOCUMENTER,
+    stored_document,
+    {**NOTES, "file_name": "notes-2.md"},
+    status=201,
+    other=404,
+)
+DOC_COMPLETE = Route("POST", DOCUMENT + "/versions/{version}/complete", DOCUMENTER, uploaded_version, other=404)
+DOC_DELETE = Route("DELETE", DOCUMENT, DOCUMENTER, stored_document, other=404)
 
 DECAY_FLOWS = Job("flow_decay", stale_flow)
 SWEEP = Job("backlog_stale_sweep", stale_dispatched_row, note="dispatched 31 min ago")
@@ -742,6 +846,20 @@ ROWS: list[Row] = [
     Row(RECORDED_CHAT, "reasoning.pathway.skipped", FLOW, CHAT_RECORDER),
     Row(RUNS, None),
     Row(CANCEL, None),
+    # workspaces and documents (scope documents)
+    Row(WS_CREATE, "documents.workspace.created", "workspace:{workspace_id}", D),
+    Row(WS_LIST, None),
+    Row(WS_GET, None),
+    Row(WS_MEMBER, "documents.workspace.member_added", "workspace:{workspace_id}", D),
+    Row(WS_REVOKE, "documents.workspace.member_revoked", "workspace:{workspace_id}", D),
+    Row(WS_VISIBILITY, "documents.workspace.visibility_changed", "workspace:{workspace_id}", D),
+    Row(DOC_CREATE, "documents.document.created", "document:{document_id}", D),
+    Row(DOC_LIST, None),
+    Row(DOC_GET, None),
+    Row(DOC_VERSIONS, None),
+    Row(DOC_REPLACE, "documents.version.created", "document:{document_id}", D),
+    Row(DOC_COMPLETE, "documents.version.completed", "document:{document_id}", D),
+    Row(DOC_DELETE, "documents.document.deleted", "document:{document_id}", D),
     # admin routes (actor = the IAM principal's ARN)
     Row(ADMIN_ME, None),
     Row(ADMIN_FLOW, "admin.reasoning.flow.read", FLOW, A),

@@ -10,19 +10,23 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from flowledger.api.chat_app import create_app
-from flowledger.chat.executors import Budget
-from flowledger.chat.models import Intent
+from flowledger.chat.executors import Budget, RunCancelled, TurnContext
+from flowledger.chat.models import ChatRequest, ContentEvent, Intent
+from flowledger.chat.usecase import CancelToken
 from flowledger.chat.wiring import build_use_case
 from flowledger.diagnosis.demo_incident import ERROR_CODE, PAYMENTS_LOG_GROUP
 from flowledger.diagnosis.demo_logs import seed_demo_logs
+from flowledger.diagnosis.published import PublishedResult
 from flowledger.diagnosis.tool_knowledge import LookupKnowledgeTool
 from flowledger.diagnosis.tool_logs import QueryLogsTool
 from flowledger.diagnosis.tools import DiagnosisTool
@@ -513,22 +517,11 @@ async def test_the_previous_turn_reaches_the_next_diagnosis(services: Services, 
     harness = Diagnosis(services, scripted_openai)
     scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
     first = await harness.ask("json", "Why did checkout fail last night?")
-    scripted_openai.script = [route(), {"json": {**missing_context()}}]
+    scripted_openai.script = [route(), missing_context()]
     await harness.ask("json", "Is it fixed now?", session_id=first["session_id"])
     task = json.loads(harness.model_requests()[-1]["messages"][1]["content"])
     assert task["query"] == "Is it fixed now?"
     assert task["previous_turn"]["conclusion"] == first["content"]["text"]
-
-
-def missing_context() -> dict[str, Any]:
-    return {
-        "status": "missing_context",
-        "conclusion": None,
-        "claims": [],
-        "scope": "",
-        "limitations": "",
-        "missing": [],
-    }
 
 
 async def test_the_lambdas_remaining_time_bounds_the_diagnosis(services: Services, scripted_openai: Any) -> None:
@@ -549,3 +542,350 @@ async def test_the_lambdas_remaining_time_bounds_the_diagnosis(services: Service
     assert outcome["error"]["code"] == "EXECUTION_FAILED"
     assert len(harness.model_requests()) == 1  # routing only
     assert harness.log_queries == []
+
+
+# ---- edges of the stops and guards (each once caught a mutant the tests above let live) ------------------
+
+QUESTION = "Why did checkout fail last night?"
+ALICE = Principal(kind="user", id="alice", scopes=frozenset({"chat"}))
+
+
+def missing_context(**extra: Any) -> dict[str, Any]:
+    return {
+        "json": {
+            "status": "missing_context",
+            "conclusion": None,
+            "claims": [],
+            "scope": "",
+            "limitations": "",
+            "missing": ["logs"],
+            **extra,
+        }
+    }
+
+
+# ---- budget ----------------------------------------------------------------------------------------
+
+
+async def test_tokens_exactly_at_the_limit_stop_the_next_step(services: Services, scripted_openai: Any) -> None:
+    # Each scripted call spends 18 tokens: routing and one agent step spend exactly the 36 allowed.
+    harness = Diagnosis(services, scripted_openai, max_tokens=36)
+    scripted_openai.script = [route(), calls(("query_logs", window())), calls(("lookup_knowledge", {"query": "x"}))]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "FALLBACK" and "tokens limit" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 2
+    assert harness.run(outcome).budget_usage["tokens"] == 36
+
+
+async def test_an_expired_deadline_makes_no_agent_model_call(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai, deadline=0.0)
+    scripted_openai.script = [route(), calls(("query_logs", window()))]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["error"]["code"] == "EXECUTION_FAILED"
+    assert len(harness.model_requests()) == 1  # routing only: the time is checked before the call
+    assert harness.log_queries == []
+
+
+async def test_the_deadline_is_checked_before_a_tool_batch(services: Services, scripted_openai: Any) -> None:
+    # The clock passes the deadline while the first agent step is with the model: its tool batch never runs.
+    harness = Diagnosis(services, scripted_openai, deadline=500.0)
+    harness.use_case.budget = lambda: Budget(
+        deadline=500.0, clock=lambda: 0.0 if len(harness.model_requests()) < 2 else 1000.0
+    )
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
+    outcome = await harness.ask("json", QUESTION)
+    assert harness.log_queries == []
+    assert outcome["error"]["code"] == "EXECUTION_FAILED"
+    assert len(harness.model_requests()) == 2
+
+
+async def test_the_semantic_guard_never_calls_past_the_token_budget(services: Services, scripted_openai: Any) -> None:
+    # Routing, the tool step and the draft spend exactly the 54 tokens allowed: the judge is not asked.
+    harness = Diagnosis(services, scripted_openai, max_tokens=54)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
+    outcome = await harness.ask("json", QUESTION)
+    assert len(harness.model_requests()) == 3
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
+    assert run.budget_usage["tokens"] == 54
+
+
+async def test_a_nearer_lambda_deadline_wins_over_the_budgets_own(services: Services, scripted_openai: Any) -> None:
+    from flowledger.api.chat_app import final_body
+
+    harness = Diagnosis(services, scripted_openai, deadline=time.monotonic() + 3600)
+    scripted_openai.script = [route(), calls(("query_logs", window()))]
+    lambda_context = json.dumps({"deadline": int(time.time() * 1000) + 2000, "request_id": "r-2"})
+    headers = {"x-amzn-request-context": json.dumps({"authorizer": USER}), "x-amzn-lambda-context": lambda_context}
+    transport = httpx.ASGITransport(app=harness.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://chat.test", headers=headers) as client:
+        response = await client.post("/api/chat", json={"query": QUESTION})
+    outcome = final_body(parse_sse(response.text))
+    assert outcome["error"]["code"] == "EXECUTION_FAILED"
+    assert len(harness.model_requests()) == 1
+    assert harness.log_queries == []
+
+
+# ---- saturation --------------------------------------------------------------------------------------
+
+
+async def test_the_same_call_twice_in_one_batch_is_saturation(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window()), ("query_logs", window()))]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "FALLBACK" and "nothing new" in outcome["content"]["text"]
+    assert harness.log_queries == []  # neither copy runs
+
+
+async def test_a_new_observation_resets_the_idle_count(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    empty = {**window(), "terms": ["NOTHING_MATCHES_THIS"]}
+    scripted_openai.script = [
+        route(),
+        calls(("query_logs", window())),  # new
+        calls(("query_logs", empty)),  # idle 1
+        calls(("lookup_knowledge", {"query": "checkout pool"})),  # new: back to 0
+        calls(("query_logs", {**empty, "limit": 10})),  # idle 1, not 2
+        LOGS_CLAIM,
+        verdict(True),
+    ]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "SUCCESS", outcome
+    assert len(harness.log_queries) == 3
+
+
+# ---- cancellation ------------------------------------------------------------------------------------
+
+
+async def test_the_agent_itself_checks_cancellation_before_a_tool_call(
+    services: Services, scripted_openai: Any
+) -> None:
+    """Driven without the use case (which also checks after each status), the agent must stop by itself."""
+    cancelled = {"now": False}
+
+    class CancellingTool(LookupKnowledgeTool):
+        def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
+            cancelled["now"] = True
+            return super().run(arguments, timeout_seconds=timeout_seconds)
+
+    tools = [CancellingTool(KnowledgeIndex(services)), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
+    harness = Diagnosis(services, scripted_openai, tools=tools)
+    scripted_openai.script = [calls(("lookup_knowledge", {"query": "pool"}), ("query_logs", window()))]
+    context = TurnContext(query=QUESTION, budget=Budget(), cancelled=lambda: cancelled["now"], run_id="run_x")
+    stages = harness.use_case.executors[Intent.DIAGNOSIS].execute(context)
+    codes = []
+    with pytest.raises(RunCancelled):
+        for code in stages:
+            codes.append(code.value)
+    assert codes == ["DIAGNOSING", "LOOKING_UP_KNOWLEDGE"]  # no status for a call that will not run
+    assert harness.log_queries == []
+    assert len(harness.model_requests()) == 1
+
+
+async def test_cancellation_is_checked_before_the_next_model_call(services: Services, scripted_openai: Any) -> None:
+    token = CancelToken()
+
+    class DisconnectingTool(LookupKnowledgeTool):
+        def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
+            token.cancel()
+            return super().run(arguments, timeout_seconds=timeout_seconds)
+
+    tools = [DisconnectingTool(KnowledgeIndex(services)), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
+    harness = Diagnosis(services, scripted_openai, tools=tools)
+    # The last call of the batch is the cancelled one: only a check before the model call can stop the loop.
+    scripted_openai.script = [route(), calls(("lookup_knowledge", {"query": "pool"})), calls(("query_logs", window()))]
+    events = list(harness.use_case.run(ALICE, ChatRequest(query=QUESTION), token))
+    assert events[-1].type == "error" and events[-1].code == "CANCELLED"
+    assert len(harness.model_requests()) == 2  # routing and one step; no model call after the cancel
+    run = stored_run(services, events[0].session_id, events[0].run_id)
+    assert (run.status, run.release_outcome) == ("CANCELLED", "CANCELLED")
+
+
+# ---- the evidence guard --------------------------------------------------------------------------------
+
+
+async def test_a_fact_in_the_conclusion_must_be_in_a_cited_observation(
+    services: Services, scripted_openai: Any
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    # The claim cites only the runbook; the conclusion quotes a log timestamp that no cited observation holds.
+    cites_runbook_only = draft(
+        lambda seen: [{"text": f"The runbook names {ERROR_CODE}.", "observation_ids": [seen[1]["observation_id"]]}],
+        lambda seen: f"Checkout failed from {first_event_time(seen)}.",
+    )
+    scripted_openai.script = [
+        route(),
+        calls(("query_logs", window()), ("lookup_knowledge", {"query": "checkout pool"})),
+        cites_runbook_only,
+        verdict(True),
+    ]
+    outcome = await harness.ask("json", QUESTION)
+    run = harness.run(outcome)
+    assert (run.release_outcome, run.published_result) == ("FALLBACK", None)
+    assert "could not all be found" in outcome["content"]["text"]
+    assert len(harness.model_requests()) == 3
+
+
+# ---- the semantic guard --------------------------------------------------------------------------------
+
+
+async def test_the_judges_reasons_are_in_no_log_record(
+    services: Services, scripted_openai: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    secret = "REASON-c0ffee: not supported"
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True, secret)]
+    with caplog.at_level(logging.DEBUG):
+        outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "SUCCESS"
+    # Not only the formatted message: every attribute a JSON log formatter would write.
+    records = json.dumps([vars(r) for r in caplog.records], default=str)
+    assert "REASON-c0ffee" not in records
+
+
+async def test_a_judge_that_fails_is_a_refusal(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, {"status": 500}, {"status": 500}]
+    outcome = await harness.ask("json", QUESTION)
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
+    assert "did not publish it" in outcome["content"]["text"]
+
+
+@pytest.mark.parametrize(
+    "judgement",
+    [{"supported": "yes", "reasons": "ok"}, {"supported": True}, {"verdict": "fine"}, None],
+    ids=["string-true", "no-reasons", "other-schema", "not-json"],
+)
+async def test_a_judgement_outside_the_schema_is_a_refusal(
+    services: Services, scripted_openai: Any, judgement: Any
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    answer = {"raw": "supported"} if judgement is None else {"json": judgement}
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, answer]
+    outcome = await harness.ask("json", QUESTION)
+    run = harness.run(outcome)
+    assert (run.release_outcome, run.published_result) == ("FALLBACK", None)
+
+
+# ---- release ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see call_abcdef123",
+        "see run_01JD0000000000000000000000/obs-1",
+        "see obs-2",
+        "see toolu_01abcdefgh",
+    ],
+)
+def test_a_published_result_refuses_internal_ids_when_written(text: str) -> None:
+    for field in ("conclusion", "scope", "limitations"):
+        fields = {"query": "q", "conclusion": "c", "scope": "s", "limitations": "", field: text}
+        with pytest.raises(ValidationError):
+            PublishedResult(**fields)
+    PublishedResult(query="q", conclusion="c", scope="s", limitations="")  # and a clean one is accepted
+
+
+async def test_a_model_failure_before_any_observation_fails_closed(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), {"status": 500}, {"status": 500}]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["error"]["code"] == "EXECUTION_FAILED" and "content" not in outcome
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("FAILED", "FAILED", None)
+
+
+async def test_a_model_failure_after_an_observation_is_a_fallback(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), {"status": 500}, {"status": 500}]
+    outcome = await harness.ask("json", QUESTION)
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
+    assert "query_logs 1 time" in outcome["content"]["text"]
+
+
+async def test_the_missing_context_fallback_repeats_no_model_text(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    planted = "MODEL-TEXT-5e1f"
+    scripted_openai.script = [
+        route(),
+        missing_context(conclusion=planted, scope=planted, limitations=planted),
+    ]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "FALLBACK"
+    assert "the service's logs" in outcome["content"]["text"]
+    run = harness.run(outcome)
+    assert planted not in json.dumps(outcome) + json.dumps(run.item, default=str)
+
+
+# ---- the flow ---------------------------------------------------------------------------------------------
+
+
+async def test_a_stopped_diagnosis_records_draft_and_release_steps(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai, max_tool_calls=1)
+    scripted_openai.script = [route(), calls(("query_logs", window())), calls(("lookup_knowledge", {"query": "x"}))]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "FALLBACK"
+    steps = harness.flow_steps(outcome)
+    assert [s.step_kind for s in steps] == ["routing", "model_call", "tool_call", "model_call", "draft", "release"]
+    for parent, child in itertools.pairwise(steps):
+        assert child.parent_step_ids == [parent.step_id]
+    release = steps[-1].model_dump()
+    assert "FALLBACK" in json.dumps(release)
+
+
+async def test_a_refused_draft_records_every_release_step(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(False)]
+    outcome = await harness.ask("json", QUESTION)
+    assert outcome["release_outcome"] == "FALLBACK"
+    kinds = [s.step_kind for s in harness.flow_steps(outcome)]
+    assert kinds[-4:] == ["draft", "evidence_guard", "semantic_guard", "release"]
+
+
+async def test_the_flow_is_sent_only_after_the_answer(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    scripted_openai.script = [route(), calls(("query_logs", window())), LOGS_CLAIM, verdict(True)]
+    events = harness.use_case.run(ALICE, ChatRequest(query=QUESTION), CancelToken())
+    session_id = None
+    for event in events:
+        if event.type == "start":
+            session_id = event.session_id
+        if isinstance(event, ContentEvent):
+            # The client has its answer; nothing of the flow has been sent yet.
+            assert FlowService(services).flows_by_trace(session_id, 10, None).flows == []
+    flows = FlowService(services).flows_by_trace(session_id, 10, None).flows
+    assert len(flows) == 1
+
+
+# ---- the query ---------------------------------------------------------------------------------------------
+
+
+async def test_the_agent_gets_the_query_byte_for_byte(services: Services, scripted_openai: Any) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    query = "  Why did  checkout\tfail last night ?\n"
+    scripted_openai.script = [route(), missing_context()]
+    await harness.ask("json", query)
+    task = json.loads(harness.model_requests()[1]["messages"][1]["content"])
+    assert task["query"] == query
+
+
+async def test_a_new_session_reads_no_history(services: Services, scripted_openai: Any) -> None:
+    """A turn that opens its session has no earlier turn: no run history is queried for it, only for a follow-up."""
+    harness = Diagnosis(services, scripted_openai)
+    runs_table = services.aws.table_name("runs")
+    reads: list[str] = []
+
+    def count(event_name: str, params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == runs_table and event_name.endswith(".Query"):
+            reads.append(params.get("IndexName", "runs"))
+
+    services.aws.dynamodb.meta.events.register("before-parameter-build.dynamodb.Query", count)
+    scripted_openai.script = [route(), missing_context()]
+    first = await harness.ask("json", QUESTION)
+    assert reads == []
+    scripted_openai.script = [route(), missing_context()]
+    await harness.ask("json", QUESTION, session_id=first["session_id"])
+    assert len(reads) == 2  # the last turn (for the router) and the last safe diagnosis

@@ -93,9 +93,9 @@ def test_seeding_the_demo_documents_again_makes_no_new_versions(services: Servic
     from flowledger.local.devserver import seed_demo_documents  # the dev server seeds at every start
 
     seeded = seed_demo_documents(services)
-    before = KnowledgeIndex(services).list_documents()
+    before = KnowledgeIndex(services).all_documents()
     assert seed_demo_documents(services) == seeded == len(before) > 0
-    assert KnowledgeIndex(services).list_documents() == before
+    assert KnowledgeIndex(services).all_documents() == before
     assert {document.version for document in before} == {1}
 
 
@@ -126,7 +126,7 @@ def test_the_same_file_name_in_two_folders_is_two_documents(services: Services) 
     a = index.add_document("a/ops.md", b"# Ops A\n\nRestart the ledger.").document
     b = index.add_document("b/ops.md", b"# Ops B\n\nRotate the keys.").document
     assert a.document_id != b.document_id and (a.version, b.version) == (1, 1)
-    assert [(d.source_name, d.title) for d in index.list_documents()] == [("a/ops.md", "Ops A"), ("b/ops.md", "Ops B")]
+    assert [(d.source_name, d.title) for d in index.all_documents()] == [("a/ops.md", "Ops A"), ("b/ops.md", "Ops B")]
 
 
 def test_removing_a_document_deletes_its_metadata_chunks_and_every_body_version(services: Services) -> None:
@@ -138,7 +138,7 @@ def test_removing_a_document_deletes_its_metadata_chunks_and_every_body_version(
     assert index.remove_document(gone.document_id) == gone
     assert body_versions(services, gone.document_id) == []
     assert not [item for item in knowledge_items(services) if gone.document_id in str(item)]
-    assert index.list_documents() == [kept] and len(body_versions(services, kept.document_id)) == 1
+    assert index.all_documents() == [kept] and len(body_versions(services, kept.document_id)) == 1
     assert KnowledgeIndex(services).lookup("zebras").evidence == "NO_EVIDENCE"  # another process sees it too
     assert index.lookup("zebras").evidence == "NO_EVIDENCE"
 

@@ -223,15 +223,17 @@ def cmd_knowledge_add(args: argparse.Namespace) -> int:
 
     from flowledger.knowledge.documents import prepare_document, source_name_for
     from flowledger.knowledge.index import KnowledgeIndex
+    from flowledger.knowledge.scopes import check_scope
 
     # Every file is read and checked before the first write: one bad file leaves the store untouched.
+    check_scope(args.scope)
     cwd, documents = Path.cwd(), []
     for name in tqdm(args.files, desc="checking", unit=" files", leave=False, disable=None, file=sys.stderr):
         source = source_name_for(name, cwd)
         documents.append(prepare_document(source, _read_document(name, source)))
     index = KnowledgeIndex(_store_services(args.data_dir))
     for document in tqdm(documents, desc="indexing", unit=" files", disable=None, file=sys.stderr):
-        added = index.add(document)
+        added = index.add(document, scope=args.scope)
         stored = added.document
         change = f"{stored.chunks} chunks" if added.new_version else "unchanged"
         print(f"{stored.document_id}  v{stored.version}  {change}  {stored.title}  ({stored.source_name})")
@@ -254,8 +256,10 @@ def _read_document(name: str, source: str) -> bytes:
 
 def cmd_knowledge_list(args: argparse.Namespace) -> int:
     from flowledger.knowledge.index import KnowledgeIndex
+    from flowledger.knowledge.scopes import check_scope
 
-    documents = KnowledgeIndex(_store_services(args.data_dir)).list_documents()
+    check_scope(args.scope)  # a malformed scope fails before any connection is made
+    documents = KnowledgeIndex(_store_services(args.data_dir)).all_documents(args.scope)
     if args.json:
         print(json.dumps([asdict(document) for document in documents], indent=2))
         return 0
@@ -278,11 +282,13 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def cmd_knowledge_remove(args: argparse.Namespace) -> int:
-    from flowledger.knowledge.documents import check_document_id
     from flowledger.knowledge.index import KnowledgeIndex
+    from flowledger.knowledge.scopes import check_document_key, check_scope
 
-    check_document_id(args.document_id)  # a malformed id fails before any connection is made
-    removed = KnowledgeIndex(_store_services(args.data_dir)).remove_document(args.document_id)
+    # A malformed id or scope fails before any connection is made.
+    check_document_key(args.document_id)
+    check_scope(args.scope)
+    removed = KnowledgeIndex(_store_services(args.data_dir)).remove_document(args.document_id, scope=args.scope)
     print(f"removed {removed.document_id}  v{removed.version}  {removed.chunks} chunks  {removed.title}")
     return 0
 
@@ -418,6 +424,15 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _scope_option(parser: argparse.ArgumentParser) -> None:
+    """``--scope`` for the knowledge commands: the operator's ``global`` corpus unless told otherwise."""
+    parser.add_argument(
+        "--scope",
+        default="global",
+        help="the knowledge scope: global (default), workspace:ID or conversation:ID",
+    )
+
+
 def _json_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
@@ -532,9 +547,11 @@ def build_parser() -> argparse.ArgumentParser:
         " Every file is checked before the first one is stored.",
     )
     add.add_argument("files", nargs="+", metavar="FILE", help="the files to add (.txt, .md, .markdown, .pdf)")
+    _scope_option(add)
     _store_option(add)
     listing = _command(knowledge, "list", "the documents: id, version, chunks, title, source", cmd_knowledge_list)
     _json_option(listing, "the documents")
+    _scope_option(listing)
     _store_option(listing)
     remove = _command(
         knowledge,
@@ -543,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_knowledge_remove,
     )
     remove.add_argument("document_id", help="the document's id (see `flowledger knowledge list`)")
+    _scope_option(remove)
     _store_option(remove)
 
     chat = _command(

@@ -20,6 +20,7 @@ CAPABILITY_MODULES: dict[str, tuple[str, ...]] = {
     "audit": ("flowledger.api.audit",),
     "reasoning": ("flowledger.api.reasoning", "flowledger.api.reasoning_admin", "flowledger.api.pathways"),
     "research": ("flowledger.api.research",),
+    "documents": ("flowledger.api.workspaces", "flowledger.api.documents"),
 }
 
 

@@ -147,7 +147,9 @@ class ChatApplicationUseCase:
             return ErrorEvent(session_id=session_id, run_id=run_id, code=code, message=message)
 
         yield StatusEvent(code=StatusCode.ROUTING)
-        last = self.runs.last_turn(session_id, run_id)
+        # A session this turn just opened has no earlier turn: neither history read is made for it.
+        continuing = request.session_id is not None
+        last = self.runs.last_turn(session_id, run_id) if continuing else None
         try:
             routing = self.router.route(request.query, last.intent if last else None, last.query if last else None)
         except RoutingUnavailable as exc:
@@ -163,7 +165,9 @@ class ChatApplicationUseCase:
             return
         yield StatusEvent(code=ROUTED[intent])
         previous = (
-            previous_turn_from(self.runs.latest_safe_diagnosis(session_id)) if intent is Intent.DIAGNOSIS else None
+            previous_turn_from(self.runs.latest_safe_diagnosis(session_id))
+            if intent is Intent.DIAGNOSIS and continuing
+            else None
         )
         context = TurnContext(
             query=request.query,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -15,7 +14,6 @@ CHUNK_CHARS = 900
 MAX_DOCUMENT_BYTES = 5 * 1024 * 1024
 MAX_CHUNKS_PER_DOCUMENT = 400
 SUPPORTED = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".pdf": "pdf"}
-DOCUMENT_ID = re.compile(r"doc_[0-9a-f]{16}")
 
 
 @dataclass(frozen=True)
@@ -58,13 +56,6 @@ def source_name_for(path: str | os.PathLike[str], cwd: Path) -> str:
         return absolute.relative_to(cwd).as_posix()
     except ValueError:
         return absolute.as_posix()
-
-
-def check_document_id(value: str) -> str:
-    """``value`` if it has the shape of a document id, else :class:`InvalidInput`."""
-    if not DOCUMENT_ID.fullmatch(value):
-        raise InvalidInput(f"{value!r} is not a document id (doc_ and 16 hex digits)")
-    return value
 
 
 def check_source(source_name: str, size: int) -> str:

@@ -216,11 +216,15 @@ def seed_demo_incident(services: Services, directory: DataDir, *, fresh: bool) -
 
 
 def seed_demo_documents(services: Services) -> int:
-    """Index the demo documents shipped with the package (a fresh store starts empty)."""
+    """Index the demo documents shipped with the package into the ``global`` scope.
+
+    Run at every start: unchanged bytes write nothing, and a store saved before scopes existed is
+    moved into ``global`` by the first of these adds.
+    """
     index = KnowledgeIndex(services)
     documents = sorted(DEMO_DOCUMENTS.glob("*.md"))
     for path in documents:
-        index.add_document(path.name, path.read_bytes())
+        index.add_document(path.name, path.read_bytes(), scope="global")
     return len(documents)
 
 

@@ -104,6 +104,27 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("claims_review", Key("claim_id"), indexes=(Index("by_status", Key("status"), _CREATED),)),
     TableSpec("knowledge", Key("pk"), Key("sk")),
     TableSpec("rate_limits", Key("key"), Key("window"), ttl_attribute="expires_at"),
+    # Workspaces: a header item (sk "#workspace") and one item per member (sk "member#<user>").
+    TableSpec(
+        "workspaces",
+        Key("workspace_id"),
+        Key("sk"),
+        indexes=(
+            # Sparse: only member items carry member_id; a user's workspaces, by id.
+            Index("by_member", Key("member_id"), Key("workspace_id")),
+            # Sparse: only the headers of listed public workspaces carry listing ("public").
+            Index("by_listing", Key("listing"), _CREATED),
+        ),
+    ),
+    # Documents: a revision family item (sk "#family"), its versions (sk "v#00001"...) and one
+    # counter item per scope (document_id "count#<scope>").
+    TableSpec(
+        "documents",
+        Key("document_id"),
+        Key("sk"),
+        # Sparse: only live (not deleted) family items carry live_scope.
+        indexes=(Index("by_scope", Key("live_scope"), _CREATED),),
+    ),
 )
 
 BUCKETS: tuple[BucketSpec, ...] = (
