@@ -28,6 +28,10 @@ SAMPLE_IDS = {
     "claim_id": "claim-1",
     "run_id": "run_01ARZ3NDEKTSV4RRFFQ69G5FAV",
     "session_id": "ses_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "workspace_id": "ws_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "document_id": "dc_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "user_id": "erin",
+    "version": "1",
 }
 BODY_ROUTES = [
     r
