@@ -15,7 +15,20 @@ from pathlib import Path
 import flowledger
 
 PACKAGE_ROOT = Path(flowledger.__file__).parent
-DOMAIN = ("chat", "diagnosis", "tabular", "reasoning", "ledger", "research", "pathways", "knowledge", "llm", "store")
+DOMAIN = (
+    "chat",
+    "diagnosis",
+    "tabular",
+    "continuity",
+    "workspaces",
+    "reasoning",
+    "ledger",
+    "research",
+    "pathways",
+    "knowledge",
+    "llm",
+    "store",
+)
 OUTER_LAYERS = ("flowledger.api", "flowledger.local")
 # The audit ledger sits below the features whose events it records.
 ABOVE_LEDGER = ("flowledger.reasoning", "flowledger.chat", "flowledger.research", "flowledger.pathways")

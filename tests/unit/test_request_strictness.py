@@ -13,9 +13,11 @@ import pytest
 from pydantic import BaseModel
 
 from flowledger.chat.models import ChatRequest
+from flowledger.continuity.request import SourceRequest
 from flowledger.pathways.models import CompareRequest, ExtractRequest
 from flowledger.reasoning.models import ConsentChange, FlowClose, FlowStart, StepCreate
 from flowledger.research.models import ClaimMark, ClaimResolution, Completion, DeeperRequest, PullRequest
+from flowledger.workspaces.models import DocumentCreate, MemberChange, VersionCreate, VisibilityChange, WorkspaceCreate
 
 # The bodies the routes take (api/reasoning.py, research.py, pathways.py; chat_app.py).
 REQUEST_BODIES: list[type[BaseModel]] = [
@@ -31,6 +33,12 @@ REQUEST_BODIES: list[type[BaseModel]] = [
     ExtractRequest,
     CompareRequest,
     ChatRequest,
+    SourceRequest,
+    WorkspaceCreate,
+    VisibilityChange,
+    MemberChange,
+    DocumentCreate,
+    VersionCreate,
 ]
 SCALARS = {"str", "int", "float", "bool"}
 

@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    StrictStr,
     StringConstraints,
     model_validator,
 )
@@ -133,7 +134,7 @@ class Revoked(BaseModel):
 
 class _Upload(_Strict):
     kind: DocumentKind
-    content_base64: str | None = Field(
+    content_base64: StrictStr | None = Field(
         None, description="the whole body, base64, for small files; omit it to get a presigned S3 PUT URL"
     )
     size_bytes: StrictInt | None = Field(None, ge=1, description="presigned uploads: the body's exact size")
