@@ -202,6 +202,23 @@ LOGS_CLAIM = draft(
 )
 
 
+class CancellingLookup(LookupKnowledgeTool):
+    """``lookup_knowledge`` during which the client goes away: the turn's token is cancelled as it runs."""
+
+    def __init__(self, index: KnowledgeIndex, token: CancelToken) -> None:
+        super().__init__(index)
+        self._token = token
+
+    def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
+        self._token.cancel()
+        return super().run(arguments, timeout_seconds=timeout_seconds)
+
+
+def cancelling_tools(services: Services, token: CancelToken) -> list[DiagnosisTool]:
+    """A lookup that cancels the turn as it runs, then the log query a batch after it would run."""
+    return [CancellingLookup(KnowledgeIndex(services), token), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
+
+
 # ---- the seed's scenarios -----------------------------------------------------------------------
 
 
@@ -488,21 +505,8 @@ async def test_an_invalid_draft_is_retried_once_then_a_fallback(services: Servic
 
 
 async def test_cancellation_is_checked_between_tool_calls(services: Services, scripted_openai: Any) -> None:
-    from flowledger.chat.models import ChatRequest
-    from flowledger.chat.usecase import CancelToken
-
     token = CancelToken()
-
-    class DisconnectingTool(LookupKnowledgeTool):
-        """The client goes away while the first tool of a batch runs."""
-
-        def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
-            token.cancel()
-            return super().run(arguments, timeout_seconds=timeout_seconds)
-
-    index = KnowledgeIndex(services)
-    tools = [DisconnectingTool(index), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
-    harness = Diagnosis(services, scripted_openai, tools=tools)
+    harness = Diagnosis(services, scripted_openai, tools=cancelling_tools(services, token))
     scripted_openai.script = [route(), calls(("lookup_knowledge", {"query": "pool"}), ("query_logs", window()))]
     alice = Principal(kind="user", id="alice", scopes=frozenset({"chat"}))
     events = list(harness.use_case.run(alice, ChatRequest(query="Why did checkout fail last night?"), token))
@@ -661,17 +665,10 @@ async def test_the_agent_itself_checks_cancellation_before_a_tool_call(
     services: Services, scripted_openai: Any
 ) -> None:
     """Driven without the use case (which also checks after each status), the agent must stop by itself."""
-    cancelled = {"now": False}
-
-    class CancellingTool(LookupKnowledgeTool):
-        def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
-            cancelled["now"] = True
-            return super().run(arguments, timeout_seconds=timeout_seconds)
-
-    tools = [CancellingTool(KnowledgeIndex(services)), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
-    harness = Diagnosis(services, scripted_openai, tools=tools)
+    token = CancelToken()
+    harness = Diagnosis(services, scripted_openai, tools=cancelling_tools(services, token))
     scripted_openai.script = [calls(("lookup_knowledge", {"query": "pool"}), ("query_logs", window()))]
-    context = TurnContext(query=QUESTION, budget=Budget(), cancelled=lambda: cancelled["now"], run_id="run_x")
+    context = TurnContext(query=QUESTION, budget=Budget(), cancelled=lambda: token.cancelled, run_id="run_x")
     stages = harness.use_case.executors[Intent.DIAGNOSIS].execute(context)
     codes = []
     with pytest.raises(RunCancelled):
@@ -684,14 +681,7 @@ async def test_the_agent_itself_checks_cancellation_before_a_tool_call(
 
 async def test_cancellation_is_checked_before_the_next_model_call(services: Services, scripted_openai: Any) -> None:
     token = CancelToken()
-
-    class DisconnectingTool(LookupKnowledgeTool):
-        def run(self, arguments: dict[str, Any], *, timeout_seconds: float) -> Any:
-            token.cancel()
-            return super().run(arguments, timeout_seconds=timeout_seconds)
-
-    tools = [DisconnectingTool(KnowledgeIndex(services)), QueryLogsTool(services.aws.logs, GROUPS, services.clock)]
-    harness = Diagnosis(services, scripted_openai, tools=tools)
+    harness = Diagnosis(services, scripted_openai, tools=cancelling_tools(services, token))
     # The last call of the batch is the cancelled one: only a check before the model call can stop the loop.
     scripted_openai.script = [route(), calls(("lookup_knowledge", {"query": "pool"})), calls(("query_logs", window()))]
     events = list(harness.use_case.run(ALICE, ChatRequest(query=QUESTION), token))

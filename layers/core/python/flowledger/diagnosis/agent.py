@@ -85,15 +85,15 @@ class ReActDiagnosisAgent:
         while True:
             _check_cancelled(context)
             try:
-                reply = self._next_step(messages, specs, context, recording)
+                reply, draft = self._next_step(messages, specs, context, recording)
             except BudgetExhausted as exc:
                 return Draft.stopped(StopReason.BUDGET, limit=exc.limit)
             except ModelInvalidOutput:
                 return Draft.stopped(StopReason.INVALID_DRAFT)
             except ModelError:
                 return Draft.stopped(StopReason.MODEL_UNAVAILABLE)
-            if not reply.tool_calls:
-                return _draft_of(reply)
+            if draft is not None:
+                return Draft.from_output(draft)
             calls = reply.tool_calls
             keys = [_call_key(call) for call in calls]
             if len(set(keys)) < len(keys) or made.intersection(keys):
@@ -122,11 +122,15 @@ class ReActDiagnosisAgent:
 
     def _next_step(
         self, messages: list[Message], specs: list[Any], context: TurnContext, recording: DiagnosisRecording
-    ) -> Reply:
-        """One model step under the retry policy; every attempt is budgeted and counted."""
+    ) -> tuple[Reply, DraftOutput | None]:
+        """One model step under the retry policy; every attempt is budgeted and counted.
+
+        Returns the reply and, when it calls no tool, its draft, validated once here: an invalid draft is
+        invalid output, which the policy may retry.
+        """
         budget = context.budget
 
-        def attempt() -> Reply:
+        def attempt() -> tuple[Reply, DraftOutput | None]:
             budget.check_model_call(reserve=GUARD_RESERVE)
             _check_cancelled(context)
             budget.model_calls += 1
@@ -151,12 +155,10 @@ class ReActDiagnosisAgent:
                 },
             )
             recording.model_call(ref, len(reply.tool_calls), latency)
-            if not reply.tool_calls:
-                _validated(reply)  # an invalid draft is invalid output, which the policy may retry
-            return reply
+            return reply, None if reply.tool_calls else _validated(reply)
 
-        reply, _ = self._policy.run(attempt)
-        return reply
+        step, _ = self._policy.run(attempt)
+        return step
 
     def _run_tool(self, call: ToolCall, remaining: float | None) -> ToolResult:
         tool = self._tools.get(call.name)
@@ -193,7 +195,3 @@ def _validated(reply: Reply) -> DraftOutput:
         return DraftOutput.model_validate(reply.data or {})
     except ValidationError:
         raise ModelInvalidOutput("the diagnosis draft does not match its schema") from None
-
-
-def _draft_of(reply: Reply) -> Draft:
-    return Draft.from_output(_validated(reply))

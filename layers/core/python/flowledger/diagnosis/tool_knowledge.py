@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any
 
+from flowledger.chat.executors import KnowledgeLookup
 from flowledger.diagnosis.tools import ToolOutcome, ToolResult, bounded_text
 from flowledger.errors import FlowledgerError
-from flowledger.knowledge.index import LookupResult
 from flowledger.llm.ports import ToolSpec
 
 MAX_EXCERPT_CHARS = 1200
 MAX_QUERY_CHARS = 500
 DOCUMENTS_PER_LOOKUP = 3
-
-
-class KnowledgeLookup(Protocol):
-    def lookup(self, query: str, limit: int = 4) -> LookupResult: ...
 
 
 class LookupKnowledgeTool:

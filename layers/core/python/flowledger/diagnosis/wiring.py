@@ -7,12 +7,13 @@ the model says so and release answers with a missing-context fallback.
 
 from __future__ import annotations
 
+from flowledger.chat.executors import KnowledgeLookup
 from flowledger.config import DiagnosisSqlBackend, Settings
 from flowledger.diagnosis.agent import ReActDiagnosisAgent
 from flowledger.diagnosis.executor import DiagnosisExecutor
 from flowledger.diagnosis.release import DiagnosisRelease
 from flowledger.diagnosis.semantic import SemanticGuard
-from flowledger.diagnosis.tool_knowledge import KnowledgeLookup, LookupKnowledgeTool
+from flowledger.diagnosis.tool_knowledge import LookupKnowledgeTool
 from flowledger.diagnosis.tools import DiagnosisTool
 from flowledger.llm.ports import ChatModel
 from flowledger.llm.retry import HarnessRetryPolicies
