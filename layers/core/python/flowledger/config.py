@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     enable_mixed_source_conversation_continuity: bool = Field(
         False, validation_alias="ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
     )
+    # The continuity seed's rollback: off, no engine reruns on a prior source (history and search only).
+    continuity_native_reruns: bool = Field(True, validation_alias="CONTINUITY_NATIVE_RERUNS_ENABLED")
 
     # Models
     openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")

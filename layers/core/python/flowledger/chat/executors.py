@@ -99,6 +99,9 @@ class TurnContext:
     run_id: str = ""
     flow: Any = None  # the turn's FlowHandle, for executors that record their own steps
     routing_step: str | None = None  # the routing step's id: the first parent of an executor's steps
+    # Conversation continuity (when on, knowledge and diagnosis turns): the turn's evidence, already
+    # gathered by the engines the follow-up needed (a ``continuity.grounding.Grounding``).
+    grounding: Any = None
 
 
 class RunCancelled(FlowledgerError):
@@ -212,22 +215,29 @@ class KnowledgeExecutor:
         self._model, self._index, self._policy, self._timeout = model, index, policy, timeout
 
     def execute(self, context: TurnContext) -> ExecutorRun:
-        yield StatusCode.LOOKING_UP_KNOWLEDGE
         invocation_id = new_id("call_")
-        context.budget.tool_calls += 1
-        try:
-            result = self._index.lookup(context.query)
-        except FlowledgerError as exc:
-            raise ExecutionFailed(f"lookup_knowledge failed: {exc.code}") from None
-        if result.status != "READY":
-            raise ExecutionFailed("the knowledge lookup is not ready")
-        if result.evidence == "NO_EVIDENCE":
+        if context.grounding is not None:
+            # Continuity gathered the evidence already (or decided that history answers): no second lookup.
+            documents = [
+                {"document_id": d.document_id, "title": d.title, "text": d.text, "kind": d.kind}
+                for d in context.grounding.evidence
+            ]
+        else:
+            yield StatusCode.LOOKING_UP_KNOWLEDGE
+            context.budget.tool_calls += 1
+            try:
+                result = self._index.lookup(context.query)
+            except FlowledgerError as exc:
+                raise ExecutionFailed(f"lookup_knowledge failed: {exc.code}") from None
+            if result.status != "READY":
+                raise ExecutionFailed("the knowledge lookup is not ready")
+            documents = [
+                {"document_id": d.document_id, "title": d.title, "text": d.excerpt[:MAX_EXCERPT_CHARS]}
+                for d in result.documents
+            ]
+        if not documents:
             return Execution(NO_EVIDENCE_ANSWER, ReleaseOutcome.SUCCESS, notes={"evidence": "NO_EVIDENCE"})
         yield StatusCode.COMPOSING_ANSWER
-        documents = [
-            {"document_id": d.document_id, "title": d.title, "text": d.excerpt[:MAX_EXCERPT_CHARS]}
-            for d in result.documents
-        ]
         payload = {"query": context.query, "invocation_id": invocation_id, "documents": documents}
         reply = _answer(
             self._model,
@@ -237,7 +247,7 @@ class KnowledgeExecutor:
             self._timeout,
             ANSWER_SCHEMA,
         )
-        content = verified_answer(reply.data or {}, invocation_id, {d.document_id: d.title for d in result.documents})
+        content = verified_answer(reply.data or {}, invocation_id, {d["document_id"]: d["title"] for d in documents})
         return Execution(content, ReleaseOutcome.SUCCESS)
 
 

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from flowledger.continuity.request import SourceRequest
+
 SESSION_PATTERN = r"^ses_[0-9A-Z]{26}$"
 RUN_PATTERN = r"^run_[0-9A-Z]{26}$"
 MAX_QUERY_CHARS = 4000
@@ -41,6 +43,8 @@ class StatusCode(StrEnum):
     ROUTED_SYSTEM_CHAT = "ROUTED_SYSTEM_CHAT"
     ROUTED_KNOWLEDGE_QUERY = "ROUTED_KNOWLEDGE_QUERY"
     ROUTED_DIAGNOSIS = "ROUTED_DIAGNOSIS"
+    RESOLVING_SOURCES = "RESOLVING_SOURCES"
+    ANALYZING_TABLE = "ANALYZING_TABLE"
     LOOKING_UP_KNOWLEDGE = "LOOKING_UP_KNOWLEDGE"
     COMPOSING_ANSWER = "COMPOSING_ANSWER"
     DIAGNOSING = "DIAGNOSING"
@@ -57,8 +61,10 @@ def _has_text(query: str) -> str:
     return query
 
 
-class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ChatRequest(SourceRequest):
+    """A chat turn: the query, the session it continues, and its source fields (``SourceRequest``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     query: Annotated[
         str,
@@ -69,9 +75,45 @@ class ChatRequest(BaseModel):
     session_id: Annotated[str, StringConstraints(strict=True, pattern=SESSION_PATTERN)] | None = None
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class Reference(BaseModel):
     document_id: str
     title: str
+    # Knowledge-base documents have no versions: their references stay as they always were.
+    version: int | None = Field(
+        None, description="the document version the answer read, when it has versions", exclude_if=_is_none
+    )
+
+
+SourceHow = Literal["selected", "all", "history", "relevance"]
+SourceOutcomeCode = Literal["read", "reused", "rerun", "changed", "revoked", "deleted", "failed"]
+
+
+class SourceUse(BaseModel):
+    """One source of a grounded turn, as the source-context indicator shows it."""
+
+    document_id: str
+    file_name: str
+    version: int | None = None
+    how: SourceHow = Field(description="what brought it in: the selection, all documents, history or a search")
+    engine: Literal["narrative", "tabular", "history"] | None = Field(None, description="what read it this turn")
+    outcome: SourceOutcomeCode
+    evidence_status: Literal["completed", "partial", "failed", "skipped"] | None = None
+    coverage: float | None = None
+
+
+class SourceContext(BaseModel):
+    """How a turn was grounded (conversation continuity): its basis, decision, engines and sources."""
+
+    basis: SourceHow
+    decision: Literal["history", "narrative", "tabular", "both"] = Field(
+        description="history: answered from the conversation, no engine ran; else the engines that ran"
+    )
+    engines: list[Literal["narrative", "tabular"]]
+    sources: list[SourceUse] = Field(default_factory=list, max_length=100)
 
 
 class PublicContent(BaseModel):
@@ -80,6 +122,8 @@ class PublicContent(BaseModel):
     text: str
     references: list[Reference] = Field(default_factory=list)
     limitations: str | None = None
+    # With continuity off there is no source context, and the content is what it always was.
+    source_context: SourceContext | None = Field(None, exclude_if=_is_none)
 
 
 class StartEvent(BaseModel):

@@ -89,8 +89,12 @@ class RunStore:
         content: dict[str, Any] | None,
         started: str,
         budget_usage: dict[str, Any],
+        grounding: dict[str, Any] | None = None,
     ) -> bool:
-        """Record the one terminal outcome; False if the run had already ended (cancelled)."""
+        """Record the one terminal outcome; False if the run had already ended (cancelled).
+
+        ``grounding``: the continuity decision (its basis, reasons, per-source outcomes, table plans).
+        """
         now = self._s.clock()
         values: dict[str, Any] = {
             ":status": status.value,
@@ -110,6 +114,9 @@ class RunStore:
         if content is not None:
             update += ", content = :content"
             values[":content"] = content
+        if grounding is not None:
+            update += ", grounding = :grounding"
+            values[":grounding"] = grounding
         if published_result is not None:
             # Only a safe, published diagnosis enters the sparse PreviousTurn index.
             update += ", published_result = :published, safe_diagnosis_session_id = :session"

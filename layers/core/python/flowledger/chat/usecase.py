@@ -9,10 +9,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
-from flowledger.chat.executors import Budget, ExecutionFailed, Executor, RunCancelled, TurnContext
+from flowledger.chat.executors import (
+    Budget,
+    BudgetExhausted,
+    Execution,
+    ExecutionFailed,
+    Executor,
+    RunCancelled,
+    TurnContext,
+)
 from flowledger.chat.models import (
     ChatEvent,
     ChatRequest,
@@ -20,6 +28,7 @@ from flowledger.chat.models import (
     DoneEvent,
     ErrorEvent,
     Intent,
+    PublicContent,
     ReleaseOutcome,
     RunStatus,
     StartEvent,
@@ -29,12 +38,21 @@ from flowledger.chat.models import (
 from flowledger.chat.previous_turn import previous_turn_from
 from flowledger.chat.router import IntentRouter, RoutingUnavailable
 from flowledger.chat.runs import RunStore
+from flowledger.continuity.grounding import ContinuityDisabled, ContinuityService, Grounding, Preflight
+from flowledger.continuity.request import SourceRequest
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.llm.ports import ChatModel
 from flowledger.reasoning.recorder import FlowHandle, NoOpRecorder, ReasoningFlowRecorder
 
 logger = logging.getLogger("flowledger.chat")
+GROUNDED_INTENTS = frozenset({Intent.KNOWLEDGE_QUERY, Intent.DIAGNOSIS})
+SOURCE_FIELDS = {"selection_mode", "document_ids", "action_mode", "source", "targets", "include_prior"}
+_DEFAULT_SOURCES = SourceRequest().model_dump(include=SOURCE_FIELDS)
+SOURCE_REVOKED_ANSWER = PublicContent(
+    text="This answer was not published: a source it relied on stopped being available to you while it was prepared.",
+    limitations="Ask again to get an answer from the sources you can read now.",
+)
 ROUTED = {
     Intent.SYSTEM_CHAT: StatusCode.ROUTED_SYSTEM_CHAT,
     Intent.KNOWLEDGE_QUERY: StatusCode.ROUTED_KNOWLEDGE_QUERY,
@@ -75,6 +93,8 @@ class ChatApplicationUseCase:
     recorder: ReasoningFlowRecorder = field(default_factory=NoOpRecorder)
     # A fresh budget per turn; its deadline (time.monotonic) bounds the whole turn.
     budget: Callable[[], Budget] = Budget
+    # Conversation continuity (ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY); None: today's behaviour.
+    continuity: ContinuityService | None = None
 
     def run(
         self, principal: Principal, request: ChatRequest, cancel: CancelToken, deadline: float | None = None
@@ -85,23 +105,35 @@ class ChatApplicationUseCase:
         :class:`Forbidden`) reaches the caller as an error before any stream starts. The flow's
         summaries are fixed texts: nothing the user or the model wrote goes into them.
         """
+        # Checked before the run is written: an unreadable document or a limit is a 4xx with nothing stored.
+        preflight = self._preflight(principal, request)
         session_id = request.session_id or new_id("ses_")
         run_id = new_id("run_")
         started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
         budget = self.budget()
         if deadline is not None:  # the caller's deadline (the Lambda's remaining time) may be the nearer one
             budget.deadline = deadline if budget.deadline is None else min(budget.deadline, deadline)
-        return self._events(session_id, run_id, started, request, cancel, budget)
+        turn = _TurnInput(principal, session_id, run_id, started, request, preflight)
+        return self._events(turn, cancel, budget)
 
-    def _events(
-        self, session_id: str, run_id: str, started: str, request: ChatRequest, cancel: CancelToken, budget: Budget
-    ) -> Iterator[ChatEvent]:
+    def _preflight(self, principal: Principal, request: ChatRequest) -> Preflight | None:
+        if self.continuity is None:
+            if request.model_dump(include=SOURCE_FIELDS) != _DEFAULT_SOURCES:
+                raise ContinuityDisabled(
+                    "selection_mode, document_ids, action_mode and include_prior need conversation continuity, "
+                    "which is switched off here (ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY)"
+                )
+            return None
+        return self.continuity.preflight(principal, request, request.session_id)
+
+    def _events(self, turn: _TurnInput, cancel: CancelToken, budget: Budget) -> Iterator[ChatEvent]:
+        session_id, run_id, started = turn.session_id, turn.run_id, turn.started
         yield StartEvent(session_id=session_id, run_id=run_id)
         with self.recorder.flow(
             "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id, deferred=True
         ) as flow:
             try:
-                yield from self._turn(session_id, run_id, started, request, cancel, flow, budget)
+                yield from self._turn(turn, cancel, flow, budget)
             except Exception:
                 # Whatever broke, the run still ends exactly once and the client hears about it.
                 logger.exception("chat turn failed", extra={"run_id": run_id})
@@ -119,17 +151,10 @@ class ChatApplicationUseCase:
                     )
                 yield ErrorEvent(session_id=session_id, run_id=run_id, code="internal_error", message="internal error")
 
-    def _turn(
-        self,
-        session_id: str,
-        run_id: str,
-        started: str,
-        request: ChatRequest,
-        cancel: CancelToken,
-        flow: FlowHandle,
-        budget: Budget,
-    ) -> Iterator[ChatEvent]:
+    def _turn(self, turn: _TurnInput, cancel: CancelToken, flow: FlowHandle, budget: Budget) -> Iterator[ChatEvent]:
+        session_id, run_id, started, request = turn.session_id, turn.run_id, turn.started, turn.request
         intent: Intent | None = None
+        grounding: Grounding | None = None
 
         def end(status: RunStatus, release: ReleaseOutcome, code: str, message: str) -> ErrorEvent:
             flow.outcome("error", f"The turn ended {status.value.lower()}")
@@ -143,6 +168,7 @@ class ChatApplicationUseCase:
                 content=None,
                 started=started,
                 budget_usage=budget.usage(),
+                grounding=grounding.record() if grounding else None,
             )
             return ErrorEvent(session_id=session_id, run_id=run_id, code=code, message=message)
 
@@ -169,6 +195,33 @@ class ChatApplicationUseCase:
             if intent is Intent.DIAGNOSIS and continuing
             else None
         )
+        if self.continuity is not None and intent in GROUNDED_INTENTS:
+            try:
+                grounding_stages = self.continuity.ground(
+                    turn.principal,
+                    session_id,
+                    continuing,
+                    request,
+                    request.query,
+                    budget,
+                    turn.preflight or Preflight(),
+                    lambda: cancel.cancelled,
+                )
+                grounding = yield from _statuses(grounding_stages)
+            except RunCancelled:
+                yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+                return
+            except BudgetExhausted as exc:
+                yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, exc.code, "the turn's budget is spent")
+                return
+            grounding_step = flow.step(
+                "source_grounding",
+                "continuity",
+                grounding.summary(),
+                parents=[routing_step] if routing_step else None,
+                outputs=grounding.flow_outputs(),
+            )
+            routing_step = grounding_step or routing_step
         context = TurnContext(
             query=request.query,
             budget=budget,
@@ -177,6 +230,7 @@ class ChatApplicationUseCase:
             run_id=run_id,
             flow=flow,
             routing_step=routing_step,
+            grounding=grounding,
         )
         try:
             stages = self.executors[intent].execute(context)
@@ -203,6 +257,12 @@ class ChatApplicationUseCase:
         if intent in EXECUTOR_STEPS:  # the diagnosis executor records its own steps
             kind, agent, summary = EXECUTOR_STEPS[intent]
             flow.step(kind, agent, summary, parents=[routing_step] if routing_step else None)
+        if grounding is not None and self.continuity is not None:
+            published = self.continuity.publish(turn.principal, grounding, execution.content)
+            if published is None and execution.content is not None:
+                execution = Execution(SOURCE_REVOKED_ANSWER, ReleaseOutcome.FALLBACK)
+            else:
+                execution.content = published
         flow.outcome(_outcome_type(intent, execution.release), f"Released with outcome {execution.release.value}")
         content = execution.content.model_dump() if execution.content else None
         finished = self.runs.finish(
@@ -215,7 +275,13 @@ class ChatApplicationUseCase:
             content=content,
             started=started,
             budget_usage=budget.usage(),
+            grounding=grounding.record() if grounding else None,
         )
+        if finished and grounding is not None and self.continuity is not None:
+            try:
+                self.continuity.remember(turn.principal, session_id, run_id, grounding)
+            except Exception:  # the answer stands; the next turn finds the previous refs (and says so)
+                logger.exception("grounded refs not stored", extra={"run_id": run_id})
         if not finished:  # cancelled through the API while the executor worked: the late result is dropped
             yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message="the run was cancelled")
             return
@@ -230,6 +296,27 @@ class ChatApplicationUseCase:
             model=self.model.name,
             offline_model=self.model.offline,
         )
+
+
+def _statuses(stages: Generator[StatusCode, None, Grounding]) -> Generator[StatusEvent, None, Grounding]:
+    """The grounding's progress codes as status events; its grounding as the result."""
+    while True:
+        try:
+            code = next(stages)
+        except StopIteration as done:
+            grounding: Grounding = done.value
+            return grounding
+        yield StatusEvent(code=code)
+
+
+@dataclass(frozen=True)
+class _TurnInput:
+    principal: Principal
+    session_id: str
+    run_id: str
+    started: str
+    request: ChatRequest
+    preflight: Preflight | None
 
 
 def _outcome_type(intent: Intent, release: ReleaseOutcome) -> str:

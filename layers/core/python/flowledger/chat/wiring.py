@@ -10,6 +10,7 @@ from flowledger.chat.router import IntentRouter
 from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import ChatApplicationUseCase
 from flowledger.config import Settings
+from flowledger.continuity.grounding import ContinuityService
 from flowledger.diagnosis.wiring import build_diagnosis_executor
 from flowledger.identity import Principal
 from flowledger.knowledge.index import KnowledgeIndex
@@ -43,6 +44,20 @@ def build_use_case(
         model=model,
         recorder=recorder_for(services.settings, InProcessTransport(FlowService(services), CHAT_RECORDER)),
         budget=lambda: turn_budget(services.settings),
+        continuity=_continuity(services, model, index),
+    )
+
+
+def _continuity(services: Services, model: ChatModel, index: KnowledgeIndex) -> ContinuityService | None:
+    settings = services.settings
+    if not settings.enable_mixed_source_conversation_continuity:
+        return None
+    return ContinuityService(
+        services,
+        model,
+        index,
+        native_reruns=settings.continuity_native_reruns,
+        timeout=settings.model_timeout_seconds,
     )
 
 

@@ -21,6 +21,7 @@ from flowledger.continuity.refs import GroundedRef, GroundedRefs
 from flowledger.errors import Forbidden, NotFound
 from flowledger.identity import Principal
 from flowledger.workspaces.documents import DocumentService
+from flowledger.workspaces.models import DocumentView
 from flowledger.workspaces.service import WorkspaceService
 from flowledger.workspaces.store import conversation_scope
 
@@ -52,6 +53,7 @@ class SourceOutcome:
     status: SourceStatus
     reason: OutcomeReason
     current_version: int | None = None
+    document: DocumentView | None = None  # the family as read now: set when the caller may still read it
 
     @property
     def reusable(self) -> bool:
@@ -91,10 +93,12 @@ def reauthorize(
         if family.scope != ref.scope_name or family.current_version is None:
             outcomes.append(SourceOutcome(ref, SourceStatus.MISSING, OutcomeReason.SCOPE_MISMATCH))
         elif family.current_version != ref.source_version:
-            outcomes.append(SourceOutcome(ref, SourceStatus.CHANGED, OutcomeReason.NEW_VERSION, family.current_version))
+            outcomes.append(
+                SourceOutcome(ref, SourceStatus.CHANGED, OutcomeReason.NEW_VERSION, family.current_version, family)
+            )
         else:
             outcomes.append(
-                SourceOutcome(ref, SourceStatus.REUSABLE, OutcomeReason.SAME_VERSION, family.current_version)
+                SourceOutcome(ref, SourceStatus.REUSABLE, OutcomeReason.SAME_VERSION, family.current_version, family)
             )
     return outcomes
 

@@ -164,13 +164,23 @@ class GroundedRefs(BaseModel):
     session_id: Annotated[str, StringConstraints(strict=True, pattern=SESSION_PATTERN)]
     run_id: Annotated[str, StringConstraints(strict=True, pattern=RUN_PATTERN)]
     refs: list[GroundedRef] = Field(max_length=MAX_SOURCES_PER_TURN)
+    # The stored plan of each tabular ref, by the fingerprint the ref names: a follow-up refines it, a
+    # replay reruns it. A plan is a bounded query description, never its rows.
+    plans: dict[str, dict[str, Any]] = Field(default_factory=dict, max_length=MAX_SOURCES_PER_TURN)
 
     @model_validator(mode="after")
     def _each_document_once(self) -> GroundedRefs:
         ids = [ref.document_id for ref in self.refs]
         if len(set(ids)) != len(ids):
             raise ValueError("a grounded turn names each document once")
+        named = {ref.plan_fingerprint for ref in self.refs if ref.plan_fingerprint}
+        if set(self.plans) - named:
+            raise ValueError("plans are kept only for the fingerprints the refs name")
         return self
+
+    def plan_for(self, ref: GroundedRef) -> dict[str, Any] | None:
+        """The stored plan of a tabular ref, or None."""
+        return self.plans.get(ref.plan_fingerprint) if ref.plan_fingerprint else None
 
 
 class GroundedRefStore:
@@ -197,6 +207,7 @@ class GroundedRefStore:
                 ":owner": owner,
                 ":run": grounded.run_id,
                 ":refs": [ref.model_dump(mode="json") for ref in grounded.refs],
+                ":plans": grounded.plans,
                 ":now": timestamp(self._s.clock()),
             }
         )
@@ -214,7 +225,8 @@ class GroundedRefStore:
             "Update": {
                 "TableName": self._table,
                 "Key": {**key, "run_id": {"S": GROUNDED_ITEM}},
-                "UpdateExpression": "SET #o = :owner, grounded_run_id = :run, refs = :refs, updated_at = :now",
+                "UpdateExpression": "SET #o = :owner, grounded_run_id = :run, refs = :refs, plans = :plans, "
+                "updated_at = :now",
                 "ConditionExpression": "(attribute_not_exists(session_id) OR #o = :owner) AND "
                 "(attribute_not_exists(grounded_run_id) OR grounded_run_id <= :run)",
                 "ExpressionAttributeNames": {"#o": "owner"},
@@ -248,5 +260,10 @@ class GroundedRefStore:
 
 def _grounded_of(value: dict[str, Any]) -> GroundedRefs:
     return GroundedRefs.model_validate(
-        {"session_id": value["session_id"], "run_id": value["grounded_run_id"], "refs": value["refs"]}
+        {
+            "session_id": value["session_id"],
+            "run_id": value["grounded_run_id"],
+            "refs": value["refs"],
+            "plans": value.get("plans", {}),
+        }
     )

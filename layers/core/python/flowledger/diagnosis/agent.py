@@ -78,7 +78,7 @@ class ReActDiagnosisAgent:
     ) -> Generator[StatusCode, None, Draft]:
         """Run the loop; yields a status code before each tool call and returns the :class:`Draft`."""
         budget = context.budget
-        messages = [Message("system", INSTRUCTIONS), Message("user", _task(context))]
+        messages = [Message("system", INSTRUCTIONS), Message("user", _task(context, ledger))]
         specs = [tool.spec for tool in self._tools.values()]
         made: set[str] = set()
         idle_steps = 0
@@ -171,9 +171,12 @@ class ReActDiagnosisAgent:
             return ToolResult(ToolOutcome.FAILED, f"{call.name} failed unexpectedly")
 
 
-def _task(context: TurnContext) -> str:
+def _task(context: TurnContext, ledger: ObservationLedger) -> str:
     previous = context.previous_turn.model_dump() if context.previous_turn else None
-    return json.dumps({"query": context.query, "previous_turn": previous}, ensure_ascii=False)
+    task: dict[str, Any] = {"query": context.query, "previous_turn": previous}
+    if ledger.observations:  # the conversation's grounded sources, observed before the loop (continuity)
+        task["grounded_sources"] = [json.loads(observation.for_model()) for observation in ledger.observations]
+    return json.dumps(task, ensure_ascii=False)
 
 
 def _check_cancelled(context: TurnContext) -> None:

@@ -505,6 +505,32 @@ class KnowledgeIndex:
         hits = tuple(best.values())
         return LookupResult("READY", "FOUND" if hits else "NO_EVIDENCE", hits)
 
+    def read_documents(self, query: str, documents: Sequence[tuple[str, str]]) -> LookupResult:
+        """One excerpt of each named ``(scope, document_id)``: its best chunk for ``query``, else its first.
+
+        For an explicit selection: every named document is read, whether or not it shares a word with
+        the query (a search could leave a selected document out). Hits come in the order named; a
+        document that is not (or no longer) in its scope's index is left out. Bounded like ``lookup``.
+        """
+        wanted = list(dict.fromkeys(documents))
+        scopes = check_lookup_scopes(dict.fromkeys(scope for scope, _ in wanted))
+        if not wanted:
+            return LookupResult("READY", "NO_EVIDENCE", ())
+        corpora = self._corpora(scopes)
+        named = set(wanted)
+        best: dict[tuple[str, str], DocumentHit] = {}
+        for ranked in rank(corpora, query):  # BM25 alone: a selection needs no semantic recall
+            key = (ranked.scope, ranked.chunk.document_id)
+            if key in named and key not in best:
+                best[key] = _hit(ranked.chunk, ranked.scope, round(ranked.score, 4))
+        for corpus in corpora:
+            for chunk in corpus.chunks:  # chunks in document order: the first one stands for the document
+                key = (corpus.scope, chunk.document_id)
+                if key in named and key not in best:
+                    best[key] = _hit(chunk, corpus.scope, 0.0)
+        hits = tuple(best[key] for key in wanted if key in best)
+        return LookupResult("READY", "FOUND" if hits else "NO_EVIDENCE", hits)
+
     def _corpora(self, scopes: tuple[str, ...]) -> list[ScopeCorpus]:
         """The current corpus of each scope holding anything: cached ones as they are, moved ones re-read."""
         markers = self._markers(scopes)
@@ -624,6 +650,10 @@ class KnowledgeIndex:
 
 class _DocumentMoved(Exception):
     """Another writer switched a version of the same document in since this attempt read it."""
+
+
+def _hit(chunk: Chunk, scope: str, score: float) -> DocumentHit:
+    return DocumentHit(chunk.document_id, chunk.title, chunk.version, chunk.text, score, scope)
 
 
 def _after(cursor: str, scope: str) -> str:

@@ -96,6 +96,14 @@ class OfflineChatModel:
             from flowledger.llm.offline_diagnosis import judge
 
             return Reply(data=judge(request), model=NAME)
+        if schema.name == "history_assessment":
+            from flowledger.llm.offline_continuity import assess_history
+
+            return Reply(data=assess_history(request), model=NAME)
+        if schema.name == "tabular_plan":
+            from flowledger.llm.offline_continuity import plan_table_query
+
+            return Reply(data=plan_table_query(request), model=NAME)
         raise ModelInvalidOutput(f"the offline model has no rule for {schema.name!r}")
 
     def _chat(self, query: str) -> str:

@@ -297,6 +297,21 @@ class DocumentService:
         """A document the caller may read (its family: the current version's number and name)."""
         return self._readable(principal, document_id)
 
+    def table(self, principal: Principal, document_id: str) -> tuple[DocumentView, VersionView, bytes]:
+        """The current version of a readable tabular document: its family, its version, its Parquet bytes.
+
+        404 when the caller may not read it; 422 when it is not a converted table.
+        """
+        family = self._readable(principal, document_id)
+        if family.kind not in TABULAR_KINDS or family.current_version is None:
+            raise InvalidInput(f"document {document_id} is not a table with a completed version")
+        version = self._version_view(document_id, family.current_version)
+        if version.conversion.status != "converted":
+            raise InvalidInput(f"document {document_id} has no converted table")
+        key = _parquet_key(document_id, version.version)
+        body = self._s.aws.s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        return family, version, body
+
     def versions(self, principal: Principal, document_id: str) -> VersionPage:
         """Every version of a readable document, oldest first."""
         self._readable(principal, document_id)
