@@ -214,6 +214,16 @@ def test_only_value_column_replaces_the_previous_equality_and_keeps_the_value_as
     assert run(sales, capitalised).rows == []  # "=" on text is exact: the offline model does not guess case
 
 
+def test_an_addition_the_table_refuses_is_left_out() -> None:
+    table = convert_table(b"day,amount\n2024-01-02,5\n2024-01-03,7\n", "csv", DEFAULT_LIMITS)
+    assert [column.type for column in table.columns] == ["DATE", "BIGINT"]
+    data = plan_for(table, "total amount where day is tomorrow")  # not an ISO date: check_plan would refuse it
+    assert data["filters"] == []
+    assert run(table, data).rows == [[12]]
+    dated = plan_for(table, "total amount where day is 2024-01-03")
+    assert run(table, dated).rows == [[7]]
+
+
 def test_a_value_without_a_named_column_adds_no_filter(sales: ConvertedTable) -> None:
     assert plan_for(sales, "only north please")["filters"] == []
     assert plan_for(sales, "where colour is red")["filters"] == []

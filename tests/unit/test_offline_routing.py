@@ -67,6 +67,8 @@ DIAGNOSIS = [
 KNOWLEDGE = [
     # what a document says, even when it names a symptom
     "What does the on-call runbook say about latency?",
+    "now break that down by region",  # a regrouping of figures: "down" is no symptom here
+    "Break it down by store and explain the refund policy",
     "What does the runbook say to do when checkout hangs?",
     "According to the incident policy, who do we page for an outage?",
     "Is there a runbook for 5xx spikes?",

@@ -39,7 +39,7 @@ class EvidenceDocument:
     text: str
     engine: Engine
     version: int | None = None
-    kind: Literal["text", "table"] = "text"
+    kind: Literal["text", "table", "history"] = "text"  # history: the previous answer, reused
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The offline default model: deterministic, no network, and labelled as such in every reply.
 
-It serves the three calls the chat use case makes, told apart by the output schema they ask for:
+It serves the calls the chat use case makes, told apart by the output schema they ask for:
 ``intent_route`` (the rules of ``offline_routing``), ``knowledge_answer`` (quotes the best-matching sentence of
-the documents it was given, citing them) and free text (a fixed, honest system-chat answer).
+the documents it was given, citing them; a table's result or the previous answer is quoted whole), free text
+(a fixed, honest system-chat answer), the diagnosis agent's steps and judgement (``offline_diagnosis``), and
+for conversation continuity ``history_assessment`` and ``tabular_plan`` (``offline_continuity``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def _best_sentence(text: str, terms: set[str]) -> str:
     scored = [(len(set(words(s)) & terms), -len(s), s) for s in sentences]
     best = max(scored, default=(0, 0, ""))
     return best[2][:400] if best[0] > 0 else ""
+
+
+MAX_QUOTED_CHARS = 600
 
 
 class OfflineChatModel:
@@ -122,7 +127,10 @@ class OfflineChatModel:
         terms = set(words(str(request.get("query", "")))) - _STOP
         items = []
         for document in request.get("documents", [])[:2]:
-            sentence = _best_sentence(str(document.get("text", "")), terms)
+            text = str(document.get("text", ""))
+            # A table's result and the previous answer are the answer already: quoted, not searched for words.
+            whole = document.get("kind") in ("table", "history")
+            sentence = text[:MAX_QUOTED_CHARS].strip() if whole else _best_sentence(text, terms)
             if sentence:
                 items.append(
                     {

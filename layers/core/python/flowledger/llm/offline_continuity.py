@@ -82,7 +82,7 @@ _PLAN_AGGREGATE = re.compile(r"^\s*([a-z_]+)\((.*)\)\s*$")
 def assess_history(request: dict[str, Any]) -> dict[str, Any]:
     """The ``history_assessment`` answer for the sufficiency prompt's JSON (rules 1-4 of the module docstring)."""
     _require_object(request)
-    follow_up = str(request.get("follow_up") or "")
+    follow_up = str(request.get("follow_up") or "").strip()
     if not follow_up:
         raise ModelInvalidOutput("the offline model has no follow-up to assess")
     sources = request.get("previous_sources") or []

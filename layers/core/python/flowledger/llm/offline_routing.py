@@ -6,7 +6,8 @@ The rules, first match wins (``route`` returns the intent and nothing else):
    names a document (runbook, policy, guide, docs, playbook, postmortem, ...) and either asks what it
    says (say, describe, recommend, cover, according to, ...) or asks for it (is there a, do we have,
    show me, find, what's in ...), phrased as a question or a request.
-   "What does the on-call runbook say about latency?" is a lookup, not an investigation.
+   "What does the on-call runbook say about latency?" is a lookup, not an investigation. So is a
+   request to break figures down ("now break that down by region"): "down" there is no symptom.
 2. **An investigation is DIAGNOSIS**: an explicit ask (diagnose, investigate, troubleshoot, debug,
    root cause); a causal question (what caused, what's wrong, what happened, how come, what changed
    since / last night ...); "why" about an
@@ -165,12 +166,16 @@ SMALL_TALK_FILLER = _set(
 )
 
 
+# "Break that down by region" asks to regroup figures, not about something that is down.
+BREAKDOWN = ("break that down", "break it down", "break this down", "break down", "broken down", "breakdown")
+
+
 def route(query: str) -> str:
     """The intent of ``query`` under the rules in this module's docstring."""
     tokens = _tokens(query)
     words = set(tokens)
     text = f" {' '.join(tokens)} "
-    if _is_document_question(query, tokens, words, text):
+    if _is_document_question(query, tokens, words, text) or _has(text, BREAKDOWN):
         return KNOWLEDGE_QUERY
     if _is_investigation(tokens, words, text):
         return DIAGNOSIS
