@@ -11,6 +11,7 @@ from constructs import Construct
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from infra.constructs.api import Api
 from infra.constructs.chat import Chat
+from infra.constructs.continuity import ContinuitySwitches
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
 from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
 from infra.constructs.functions import FunctionDefaults, python_function
@@ -34,7 +35,10 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
         write_buckets=("documents",),
     ),
 }
-CHAT_ACCESS = DataAccess(read_tables=("knowledge",), write_tables=("runs",), read_buckets=("documents",))
+# Continuity reads workspaces and documents (and a table's Parquet) to reauthorise and ground a turn.
+CHAT_ACCESS = DataAccess(
+    read_tables=("knowledge", "workspaces", "documents"), write_tables=("runs",), read_buckets=("documents",)
+)
 JOBS_ACCESS = DataAccess(
     read_tables=("steps",),
     write_tables=("ledger", "flows", "backlog", "backlog_tickets", "claims_review", "pathways"),
@@ -99,6 +103,7 @@ class FlowledgerStack(Stack):
         data.grant(chat.function, CHAT_ACCESS)
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
         grant_diagnosis(chat.function, DiagnosisAccess.from_context(self.node))
+        ContinuitySwitches.from_context(self.node).apply(chat.function)
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
         data.grant(jobs.function, JOBS_ACCESS)
         self.data = data
