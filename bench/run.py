@@ -20,6 +20,7 @@ BENCHMARKS = [
     "pathways.py",
     "devserver.py",
     "tabular.py",
+    "continuity.py",
 ]
 
 
