@@ -41,6 +41,7 @@ UNSAFE = {
     "icd10": ["coded E11.9", "diagnosis I10 noted", "code M54.5"],
     "titled_name": [
         "Dr. Jane Smith agreed",
+        "read at level 8MS Kaur agreed",  # a title glued to a number is still a title
         "spoke with Mrs Patel",
         "Dr Who",
         "Dr. smith",

@@ -303,7 +303,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if not base_url.startswith(("http://", "https://")):
         raise CommandFailed(f"{base_url}: the server URL must start with http:// or https://")
     token = args.token or development_token(DataDir(Path(args.data_dir)))
-    body = {"query": args.question, **({"session_id": args.session} if args.session else {})}
+    body = chat_request_body(args)
     try:
         with httpx.stream(
             "POST",
@@ -322,6 +322,84 @@ def cmd_chat(args: argparse.Namespace) -> int:
         raise CommandFailed(f"{base_url} did not answer within {CHAT_TIMEOUT_SECONDS} s") from None
     except httpx.TransportError as exc:  # the server went away mid-stream, say
         raise CommandFailed(f"the connection to {base_url} broke ({type(exc).__name__})") from None
+
+
+ACTIONS = ("chat", "search", "analyze", "compare")
+MAX_SOURCES_SHOWN = 5  # the sources line stays one line; the rest is counted
+
+
+def chat_request_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``POST /api/chat`` body of a ``chat`` command: the query, the session, the source fields.
+
+    A source field is sent only when an option asks for it, so a plain ``chat`` sends what it always
+    did (the server's default, relevance). Contradictions are :class:`InvalidInput`, found before
+    any connection is made.
+    """
+    problem = chat_options_problem(args)
+    if problem:
+        raise InvalidInput(problem)
+    body: dict[str, Any] = {"query": args.question}
+    if args.session:
+        body["session_id"] = args.session
+    if args.select:
+        body |= {"selection_mode": "selected", "document_ids": list(args.select)}
+    elif args.all:
+        body["selection_mode"] = "all"
+    elif args.history:
+        body["selection_mode"] = "history"
+    if args.action:
+        body["action_mode"] = args.action
+    if args.source:
+        body["source"] = args.source
+    if args.target:
+        body["targets"] = list(args.target)
+    if args.include_prior:
+        body["include_prior"] = True
+    return body
+
+
+def chat_options_problem(args: argparse.Namespace) -> str | None:
+    """What is contradictory in the ``chat`` options (beyond argparse's own exclusions), or None."""
+    compare = args.action == "compare"
+    if (args.source or args.target) and not compare:
+        return "--source and --target go with --action compare"
+    if compare and (args.select or args.all or args.history or args.include_prior):
+        return "--action compare takes only --source and --target, not --select, --all, --history or --include-prior"
+    if compare and not (args.source and args.target):
+        return "--action compare needs --source DOC and at least one --target DOC"
+    if args.include_prior and not args.select:
+        return "--include-prior adds the previous turn's sources to an explicit selection: use it with --select"
+    for option, ids in (("--select", args.select), ("--target", args.target)):
+        repeated = sorted({i for i in ids or [] if ids.count(i) > 1})
+        if repeated:
+            return f"{option} names {', '.join(repeated)} twice"
+    if args.source and args.source in (args.target or []):
+        return f"{args.source} cannot be both the --source and a --target"
+    return None
+
+
+def sources_line(context: dict[str, Any]) -> str:
+    """One line for an answer's source context: each source, how it came in and what became of it.
+
+    ``  sources: demo-sales.csv v1 (selected, tabular, read) · decision tabular``; a partial or
+    failed read and a coverage under 100 % are shown with the source, so a stale answer is visible.
+    """
+    shown = []
+    used = list(context.get("sources") or [])
+    for source in used[:MAX_SOURCES_SHOWN]:
+        name = str(source.get("file_name") or source.get("document_id"))
+        if source.get("version") is not None:
+            name += f" v{source['version']}"
+        notes = [source.get("how"), source.get("engine"), source.get("outcome")]
+        if source.get("evidence_status") not in (None, "completed"):
+            notes.append(source["evidence_status"])
+        coverage = source.get("coverage")
+        if isinstance(coverage, int | float) and coverage < 1:
+            notes.append(f"coverage {coverage:.0%}")
+        shown.append(f"{name} ({', '.join(str(n) for n in notes if n)})")
+    if len(used) > MAX_SOURCES_SHOWN:
+        shown.append(f"+{len(used) - MAX_SOURCES_SHOWN} more")
+    return f"  sources: {', '.join(shown) or 'none'} · decision {context.get('decision')}"
 
 
 def _server_message(raw: bytes, reason: str) -> str:
@@ -366,9 +444,13 @@ def _print_chat_event(kind: str, data: dict[str, object]) -> None:
         assert isinstance(content, dict)
         print(content["text"])
         for reference in content.get("references") or []:
-            print(f"  [{reference['document_id']}] {reference['title']}")
+            version = f" v{reference['version']}" if reference.get("version") is not None else ""
+            print(f"  [{reference['document_id']}{version}] {reference['title']}")
         if content.get("limitations"):
             print(f"  ({content['limitations']})")
+        if isinstance(content.get("source_context"), dict):
+            sys.stdout.flush()  # after the references, also when both streams go to one terminal
+            print(sources_line(content["source_context"]), file=sys.stderr)
     elif kind == "done":
         print(f"[{data['status']} {data['intent']} via {data['model']}]", file=sys.stderr)
 
@@ -572,14 +654,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("question", help="what to ask")
     chat.add_argument("--session", help="continue this session (ses_...)")
+    selection = chat.add_mutually_exclusive_group()
+    selection.add_argument(
+        "--select",
+        action="append",
+        metavar="DOCUMENT_ID",
+        help="ground the turn on exactly this document (dc_..., repeatable); selection_mode selected",
+    )
+    selection.add_argument(
+        "--all", action="store_true", help="ground the turn on every document you may read; selection_mode all"
+    )
+    selection.add_argument(
+        "--history",
+        action="store_true",
+        help="ground the turn on the previous turn's sources only (with --session); selection_mode history",
+    )
+    chat.add_argument("--action", choices=ACTIONS, help="what to do with the sources (default chat)")
+    chat.add_argument("--source", metavar="DOC", help="--action compare: the document compared")
+    chat.add_argument(
+        "--target", action="append", metavar="DOC", help="--action compare: a document to compare with (repeatable)"
+    )
+    chat.add_argument(
+        "--include-prior",
+        action="store_true",
+        help="with --select: also reuse the previous turn's sources (with --session)",
+    )
     chat.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the dev server's data directory")
     chat.add_argument("--url", help="the server's base URL (default: from the data directory)")
     chat.add_argument("--token", help="a bearer token with the chat scope (default: a local dev token)")
+    # Contradictions argparse cannot express are refused as its own errors are: usage, one line, exit 2.
+    chat.set_defaults(options_problem=chat_options_problem, command_parser=chat)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = args.options_problem(args) if hasattr(args, "options_problem") else None
+    if problem:
+        args.command_parser.error(problem)
     # botocore's exceptions alone load in a few milliseconds; boto3 itself loads only for a store command.
     from botocore.exceptions import (
         BotoCoreError,

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
+from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway
 from flowledger.local.moto_server import LockedMotoServer
@@ -46,6 +49,7 @@ from flowledger.store.tables import BUCKETS, TABLES
 EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
 DEV_TOKEN_TTL_SECONDS = 12 * 3600
+CONTINUITY_VARIABLE = "ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
 # One execution environment per worker; the embedded store serialises requests anyway.
 DEFAULT_WORKERS = 4
 GRACEFUL_SHUTDOWN_SECONDS = 3
@@ -67,6 +71,7 @@ class LocalStack:
     snapshots: PeriodicSnapshots
     state_file: Path
     restored: StateCounts | None
+    demo_table: DemoTable
 
     def stop(self) -> None:
         """Stop the jobs and the functions, save the store one last time, then stop it."""
@@ -115,6 +120,7 @@ def start_local_stack(
                 "jwt_issuer": LOCAL_ISSUER,
                 "jwt_audience": LOCAL_AUDIENCE,
                 "cors_origins": f"{base_url},http://localhost:{port}",
+                **local_continuity_default(os.environ),
                 **settings_overrides,
             }
         )
@@ -124,6 +130,7 @@ def start_local_stack(
         provision_all(services.aws, settings.aws_region, settings.data_key_id)
         if restored is None:  # a restored store keeps what its user made of the demo documents
             seed_demo_documents(services)
+        demo_table = ensure_demo_table(services)
         seed_demo_incident(services, directory, fresh=restored is None)
         endpoints = LocalEndpoints(
             base_url=base_url,
@@ -155,7 +162,20 @@ def start_local_stack(
         snapshots=snapshots,
         state_file=state_file,
         restored=restored,
+        demo_table=demo_table,
     )
+
+
+def local_continuity_default(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Conversation continuity on for the local server, unless its variable is set (then it decides).
+
+    An override of ``load_settings``, so the chat app and the function workers (which rebuild their
+    settings from ``settings_environment``) get the same value. pydantic-settings reads variable
+    names case-insensitively, so a lower-case spelling counts as set too.
+    """
+    if any(name.upper() == CONTINUITY_VARIABLE for name in environ):
+        return {}
+    return {"enable_mixed_source_conversation_continuity": True}
 
 
 def _function_environment(settings: Settings) -> dict[str, str]:
@@ -307,6 +327,8 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
         f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
         f"  model            {model}",
         f'  demo incident    logs, database and runbook: try `flowledger chat "{DEMO_QUESTION}"`',
+        _continuity_line(settings.enable_mixed_source_conversation_continuity),
+        *_demo_table_lines(stack.demo_table, directory),
         f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
         f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"
         f" service execute-api  ({directory.path}/admin-credentials.json)",
@@ -315,3 +337,26 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
         "Ctrl-C stops everything.",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _continuity_line(enabled: bool) -> str:
+    if enabled:
+        how = f"on (the local default); start with {CONTINUITY_VARIABLE}=false to turn it off"
+    else:
+        how = f"off ({CONTINUITY_VARIABLE} is set); start with {CONTINUITY_VARIABLE}=true, or unset it, to turn it on"
+    return f"  continuity       {how}"
+
+
+def _demo_table_lines(demo: DemoTable, directory: DataDir) -> list[str]:
+    """The demo table's id and the two turns to try on it, ready to copy."""
+    if demo.document_id is None:
+        return [
+            f"  demo table       {DEMO_TABLE} was deleted from the workspace {DEMO_WORKSPACE}; --reset brings it back"
+        ]
+    # The CLI finds the server through its data dir: name it unless it is the one the CLI assumes.
+    data_dir = "" if directory.path == Path(".flowledger") else f" --data-dir {directory.path}"
+    return [
+        f"  demo table       {DEMO_TABLE} {demo.document_id} (public workspace {DEMO_WORKSPACE}); try",
+        f'                     flowledger chat{data_dir} "total amount by month" --select {demo.document_id}',
+        f'                     flowledger chat{data_dir} --session ses_... "now break that down by region"',
+    ]

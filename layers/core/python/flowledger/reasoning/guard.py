@@ -31,10 +31,11 @@ _NUMBER_WORDS = (
 )
 # Abbreviated titles match in any case. They must start a word, be capitalised after a lowercase letter
 # ("notesDr. Smith"), or (but for "ms", as in "items.") be followed by a dot ("notesdr. smith"), so
-# "items checked" is no title. Lowercase "ms" is milliseconds unless a dot follows it, and no "ms"
-# right after a number is a title ("340 ms later").
+# "items checked" is no title. Lowercase "ms" is milliseconds unless a dot follows it, and no "ms" or
+# "mS" right after a number is a title ("340 ms later"); "MS" and "Ms" are, even glued to a number
+# ("level 8MS Kaur"), since a unit is not written that way before a name.
 _ANY_CASE_TITLE = (
-    r"(?:(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))(?:(?i:mrs|mr|dr|prof)|(?<!\d)(?<!\d\s)(?:MS|Ms|mS|ms(?=\.)))"
+    r"(?:(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))(?:(?i:mrs|mr|dr|prof)|MS|Ms|(?<!\d)(?<!\d\s)(?:mS|ms(?=\.)))"
     r"|(?i:mrs|mr|dr|prof)(?=\.))"
 )
 # Digit patterns use digit lookarounds rather than word boundaries, and keyword patterns have no
