@@ -261,6 +261,10 @@ def test_group_membership_revoked_between_turns(world: World) -> None:
     assert "no longer have access" in second["content"]["limitations"]
     assert "ACCESS_REVOKED" in world.grounding(second)["outcomes"]
     assert "north" not in second["content"]["text"].lower()  # nothing of the table is repeated
+    # The loss is said once: the conversation now has no grounded source, and the next turn searches.
+    third = world.ask(BOB, follow(second, "and by store?"))
+    assert "no longer have access" not in (third["content"]["limitations"] or "")
+    assert world.grounding(third)["source_reason"] == "NO_GROUNDED_REFS"
 
 
 def test_public_workspace_visibility_revoked(world: World) -> None:

@@ -396,7 +396,8 @@ def sources_line(context: dict[str, Any]) -> str:
         coverage = source.get("coverage")
         if isinstance(coverage, int | float) and coverage < 1:
             notes.append(f"coverage {coverage:.0%}")
-        shown.append(f"{name} ({', '.join(str(n) for n in notes if n)})")
+        # An answer from the conversation says "history" once, not as both its basis and its engine.
+        shown.append(f"{name} ({', '.join(dict.fromkeys(str(n) for n in notes if n))})")
     if len(used) > MAX_SOURCES_SHOWN:
         shown.append(f"+{len(used) - MAX_SOURCES_SHOWN} more")
     return f"  sources: {', '.join(shown) or 'none'} · decision {context.get('decision')}"

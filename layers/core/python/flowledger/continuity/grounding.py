@@ -463,8 +463,13 @@ class ContinuityService:
         )
 
     def remember(self, principal: Principal, session_id: str, run_id: str, grounding: Grounding) -> None:
-        """Store the turn's grounded refs on the session (a turn that grounded on none leaves the last ones)."""
-        if not grounding.refs:
+        """Store the turn's grounded refs on the session.
+
+        A turn that grounded on nothing and reused nothing (a search that found only the global knowledge
+        base, say) leaves the previous refs as they are; one whose prior sources were all dropped (revoked,
+        deleted) stores that it has none, so later turns do not report the same loss again.
+        """
+        if not grounding.refs and not grounding.outcomes:
             return
         refs = grounding.refs[:MAX_SOURCES_PER_TURN]
         named = {ref.plan_fingerprint for ref in refs if ref.plan_fingerprint}

@@ -1,0 +1,55 @@
+"""The dev server's demo table, seeded through the real workspace and document services on moto."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowledger.identity import Principal
+from flowledger.local.demo_table import DEMO_OWNER, DEMO_TABLE, ensure_demo_table
+from flowledger.services import Services
+from flowledger.workspaces.documents import DocumentService
+from flowledger.workspaces.service import WorkspaceService
+
+ANYONE = Principal(kind="user", id="dev-user", scopes=frozenset({"documents"}))
+
+
+def demo_workspaces(services: Services) -> list[str]:
+    page = WorkspaceService(services).page(DEMO_OWNER, 100, None)
+    return [w.workspace_id for w in page.workspaces if w.name == "Demo" and w.owner == "demo"]
+
+
+def test_the_demo_table_is_seeded_once_and_found_again(services: Services) -> None:
+    first = ensure_demo_table(services)
+    assert first.created and first.document_id
+    again = ensure_demo_table(services)
+    assert (again.workspace_id, again.document_id, again.created) == (first.workspace_id, first.document_id, False)
+    assert demo_workspaces(services) == [first.workspace_id]
+
+
+def test_any_local_user_can_read_the_converted_demo_table(services: Services) -> None:
+    seeded = ensure_demo_table(services)
+    assert seeded.document_id
+    documents = DocumentService(services)
+    family, version, parquet = documents.table(ANYONE, seeded.document_id)
+    assert (family.file_name, version.conversion.row_count, parquet[:4]) == (DEMO_TABLE, 40, b"PAR1")
+    listed = WorkspaceService(services).page(ANYONE, 100, None).workspaces
+    assert [w.workspace_id for w in listed if w.name == "Demo"] == [seeded.workspace_id]  # public and listed
+
+
+def test_a_demo_table_its_user_deleted_stays_deleted(services: Services) -> None:
+    seeded = ensure_demo_table(services)
+    assert seeded.document_id
+    DocumentService(services).delete(DEMO_OWNER, seeded.document_id)
+    after = ensure_demo_table(services)
+    assert (after.workspace_id, after.document_id, after.created) == (seeded.workspace_id, None, False)
+
+
+@pytest.mark.parametrize("other", ["mallory", "demo"])
+def test_another_workspace_named_demo_is_not_mistaken_for_the_seeded_one(services: Services, other: str) -> None:
+    from flowledger.workspaces.models import WorkspaceCreate
+
+    owner = Principal(kind="user", id=other, scopes=frozenset({"documents"}))
+    seeded = ensure_demo_table(services)
+    # Newer than the seeded one: the oldest Demo the demo user owns is the one found.
+    WorkspaceService(services).create(owner, WorkspaceCreate(kind="public", name="Demo", visible=True, listed=True))
+    assert ensure_demo_table(services).workspace_id == seeded.workspace_id
