@@ -10,6 +10,7 @@ import base64
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -154,3 +155,19 @@ def test_a_restarted_server_keeps_one_demo_workspace_and_the_session_follows_up(
 
     follow_up = chat(server, "--session", session, "now break that down by region")
     assert "demo-sales.csv v1 (history, tabular, rerun)" in sources_line(follow_up.stderr)
+
+
+def test_the_environment_variable_turns_continuity_off_and_a_selection_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY", "false")  # the server inherits it
+    off = launch_server(tmp_path / "data")
+    try:
+        assert "continuity       off (ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY is set)" in off.output()
+        refused = off.cli("chat", "--data-dir", str(off.data_dir.path), "--select", demo_table_id(off), "total?")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert refused.stderr.startswith("flowledger: error: the server answered 422"), refused.stderr
+        plain = off.cli("chat", "--data-dir", str(off.data_dir.path), "what is the audit ledger?")
+        assert plain.returncode == 0 and "sources:" not in plain.stderr, plain.stderr
+    finally:
+        off.stop()

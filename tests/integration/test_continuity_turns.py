@@ -179,6 +179,8 @@ def test_history_sufficient_tabular_follow_up_runs_no_engine(world: World) -> No
     assert (recorded["decision"], recorded["engines_run"], recorded["reasons"]) == ("history", [], ["HISTORY_REPHRASE"])
     assert recorded["tabular_plans"] == []
     assert sources(second) == [("sales.csv", "reused", "history")]
+    references = [(r["document_id"], r["title"], r["version"]) for r in second["content"]["references"]]
+    assert references == [(table.document_id, "sales.csv (previous answer)", 1)]
     # The previous answer is the evidence: its table figures are what the history answer repeats.
     assert "north" in second["content"]["text"].lower()
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 from flowledger.identity import Principal
 from flowledger.local.demo_table import DEMO_OWNER, DEMO_TABLE, ensure_demo_table
 from flowledger.services import Services
 from flowledger.workspaces.documents import DocumentService
+from flowledger.workspaces.models import WorkspaceCreate
 from flowledger.workspaces.service import WorkspaceService
 
 ANYONE = Principal(kind="user", id="dev-user", scopes=frozenset({"documents"}))
@@ -44,12 +43,21 @@ def test_a_demo_table_its_user_deleted_stays_deleted(services: Services) -> None
     assert (after.workspace_id, after.document_id, after.created) == (seeded.workspace_id, None, False)
 
 
-@pytest.mark.parametrize("other", ["mallory", "demo"])
-def test_another_workspace_named_demo_is_not_mistaken_for_the_seeded_one(services: Services, other: str) -> None:
-    from flowledger.workspaces.models import WorkspaceCreate
+def public_demo(services: Services, owner_id: str) -> str:
+    owner = Principal(kind="user", id=owner_id, scopes=frozenset({"documents"}))
+    body = WorkspaceCreate(kind="public", name="Demo", visible=True, listed=True)
+    return WorkspaceService(services).create(owner, body).workspace_id
 
-    owner = Principal(kind="user", id=other, scopes=frozenset({"documents"}))
+
+def test_another_users_listed_workspace_named_demo_is_not_taken_for_the_demo(services: Services) -> None:
+    theirs = public_demo(services, "mallory")  # made before the demo user's, and listed to everyone
     seeded = ensure_demo_table(services)
-    # Newer than the seeded one: the oldest Demo the demo user owns is the one found.
-    WorkspaceService(services).create(owner, WorkspaceCreate(kind="public", name="Demo", visible=True, listed=True))
+    assert seeded.created and seeded.workspace_id != theirs
     assert ensure_demo_table(services).workspace_id == seeded.workspace_id
+
+
+def test_a_later_demo_workspace_of_the_demo_user_is_not_taken_for_the_seeded_one(services: Services) -> None:
+    seeded = ensure_demo_table(services)
+    public_demo(services, "demo")  # the oldest Demo the demo user owns is the seeded one
+    again = ensure_demo_table(services)
+    assert (again.workspace_id, again.document_id) == (seeded.workspace_id, seeded.document_id)

@@ -376,7 +376,16 @@ class ContinuityService:
         if text is None:  # nothing saved to answer from: the sources were not reused after all
             return
         first = reused[0].ref
-        turn.evidence.append(EvidenceDocument(first.document_id, HISTORY_TITLE, text[:MAX_EVIDENCE_CHARS], "history", kind="history"))
+        turn.evidence.append(
+            EvidenceDocument(
+                first.document_id,
+                f"{first.file_name} ({HISTORY_TITLE.lower()})",
+                text[:MAX_EVIDENCE_CHARS],
+                "history",
+                first.source_version,
+                kind="history",
+            )
+        )
         for outcome in reused:
             ref = outcome.ref.model_copy(update={"last_engine": "history"})
             turn.keep(ref, turn.grounded.plan_for(outcome.ref))
