@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed
 DEV_LOCK := requirements/dev.lock
 LOCK_TOOL := /tmp/flowledger-locktool
 PIP_TOOLS_VERSION := 7.6.2
+# The functions' interpreter (infra/deps_layer.py LAMBDA_PYTHON): the assembly check imports the handlers with it.
+LAMBDA_PYTHON ?= python3.11
 # --allow-unsafe: pip-audit needs pip itself, and --require-hashes needs every package pinned.
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
 	--no-emit-trusted-host --resolver=backtracking
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install lock audit run test lint format synth bench clean
+.PHONY: install lock audit run test lint format synth synth-check bench clean
 
 install: $(STAMP)
 
@@ -49,8 +51,12 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-synth: install  ## cdk.out, with the dependencies layer built by pip for the Lambda platform
+synth: install  ## cdk.out, with the dependency layers built by pip from requirements/runtime.lock for the Lambda platform
 	$(BIN)/python infra/app.py
+
+# Layer sizes under Lambda's 250 MB, every handler importable from its own layers on $(LAMBDA_PYTHON).
+synth-check: synth
+	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
 
 bench: install
 	$(BIN)/python bench/run.py

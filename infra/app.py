@@ -9,7 +9,7 @@ from pathlib import Path
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from infra.deps_layer import build_dependencies_layer, placeholder_layer, runtime_requirements
+from infra.deps_layer import build_dependency_layers, placeholder_layers
 from infra.stack import FlowledgerStack, StackSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,11 +26,8 @@ def build_app(skip_dependencies_layer: bool | None = None) -> App:
     context = app.node.try_get_context
     if skip_dependencies_layer is None:
         skip_dependencies_layer = str(context("flowledger:skipDependenciesLayerBuild")).lower() == "true"
-    dependencies = (
-        placeholder_layer(ROOT)
-        if skip_dependencies_layer
-        else build_dependencies_layer(ROOT, runtime_requirements(ROOT / "pyproject.toml"))
-    )
+    # One folder holding every dependency layer (<name>/python), built from requirements/runtime.lock.
+    dependencies = placeholder_layers(ROOT) if skip_dependencies_layer else build_dependency_layers(ROOT)
     settings = StackSettings(
         prefix=context("flowledger:resourcePrefix") or "flowledger",
         jwks_url=context("flowledger:jwksUrl"),

@@ -9,7 +9,7 @@ from aws_cdk import Acknowledgment, CfnOutput, Environment, Stack, Validations
 from constructs import Construct
 
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
-from infra.constructs.api import Api
+from infra.constructs.api import Api, Throttle, cors_origins_from
 from infra.constructs.chat import Chat
 from infra.constructs.continuity import ContinuitySwitches
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
@@ -17,6 +17,9 @@ from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
+from infra.constructs.model_config import ModelAccess
+from infra.constructs.operations import Operations, Watched
+from infra.constructs.stage import StagePolicy
 
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
@@ -63,7 +66,8 @@ class FlowledgerStack(Stack):
         super().__init__(
             scope, construct_id, env=env, description="Flowledger: serverless backend for auditable agent chat"
         )
-        data = Data(self, "Data", prefix=settings.prefix)
+        stage = StagePolicy.from_context(self.node)
+        data = Data(self, "Data", prefix=settings.prefix, stage=stage)
         layers = Layers(self, "Layers", dependencies_folder=settings.dependencies_folder)
         defaults = FunctionDefaults(
             layers=layers.all,
@@ -75,6 +79,8 @@ class FlowledgerStack(Stack):
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 "FLOWLEDGER_CORS_ORIGINS": settings.cors_origins,
             },
+            log_key=data.key,
+            log_removal=stage.removal,
         )
         api = Api(
             self,
@@ -84,7 +90,8 @@ class FlowledgerStack(Stack):
             jwks_url=settings.jwks_url,
             jwt_issuer=settings.jwt_issuer,
             jwt_audience=settings.jwt_audience,
-            cors_origins=[o.strip() for o in settings.cors_origins.split(",") if o.strip()],
+            cors_origins=cors_origins_from(settings.cors_origins),
+            throttle=Throttle.from_context(self.node),
         )
         self.capability_functions = {}
         for name in CAPABILITY_MODULES:
@@ -104,8 +111,26 @@ class FlowledgerStack(Stack):
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
         grant_diagnosis(chat.function, DiagnosisAccess.from_context(self.node))
         ContinuitySwitches.from_context(self.node).apply(chat.function)
-        jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults)
+        ModelAccess.from_context(self.node).apply(chat.function)
+        jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults, stage=stage)
         data.grant(jobs.function, JOBS_ACCESS)
+        Operations(
+            self,
+            "Operations",
+            prefix=settings.prefix,
+            stage=stage,
+            watched=Watched(
+                functions={
+                    "authorizer": api.authorizer_function,
+                    **self.capability_functions,
+                    "chat": chat.function,
+                    "jobs": jobs.function,
+                },
+                rest_api=api.rest_api,
+                tables=data.tables,
+                dead_letters=jobs.dead_letters,
+            ),
+        )
         self.data = data
         CfnOutput(self, "ApiUrl", value=api.rest_api.url)
         Validations.of(self).acknowledge(

@@ -13,6 +13,7 @@ from infra.constructs.api import Api
 from infra.constructs.functions import FunctionDefaults, python_function
 
 LWA_ACCOUNT = "753240598075"  # the account that publishes the Lambda Web Adapter layers
+# The adapter is a native binary: its layer must match the functions' architecture (x86_64).
 APP_PORT = "8080"
 
 
@@ -25,7 +26,7 @@ class Chat(Construct):
         adapter = lambda_.LayerVersion.from_layer_version_arn(
             self,
             "WebAdapter",
-            f"arn:aws:lambda:{region}:{LWA_ACCOUNT}:layer:LambdaAdapterLayerArm64:{lwa_layer_version}",
+            f"arn:aws:lambda:{region}:{LWA_ACCOUNT}:layer:LambdaAdapterLayerX86:{lwa_layer_version}",
         )
         self.function = python_function(
             self,

@@ -1,10 +1,14 @@
-"""Tables and buckets from ``flowledger.store.tables``, encrypted with one customer-managed key."""
+"""Tables and buckets from ``flowledger.store.tables``, encrypted with one customer-managed key.
+
+The stage (``infra.constructs.stage``) decides what deleting the stack does to them; the same key
+encrypts the log groups, so its policy lets CloudWatch Logs of this account and region use it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -21,6 +25,7 @@ from flowledger.store.tables import (
     physical_bucket_name,
     physical_table_name,
 )
+from infra.constructs.stage import StagePolicy
 
 BUCKET_SUFFIX = f"{Aws.ACCOUNT_ID}-{Aws.REGION}"
 # The KMS encryption context key that names a sealed field's flow (FieldRef.kms_context; a test ties the two).
@@ -46,16 +51,19 @@ def _attribute(key: Key) -> dynamodb.Attribute:
 class Data(Construct):
     """The KMS key, every declared table and every declared bucket."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, prefix: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, prefix: str, stage: StagePolicy) -> None:
         super().__init__(scope, construct_id)
+        self.stage = stage
         self.key = kms.Key(
             self,
             "Key",
             enable_key_rotation=True,
             description="Flowledger data at rest",
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=stage.removal,
+            pending_window=stage.key_pending_window,
             alias=f"alias/{prefix}-data",
         )
+        self._let_logs_use_the_key()
         self.tables = {spec.name: self._table(spec, prefix) for spec in TABLES}
         self.access_logs = s3.Bucket(
             self,
@@ -63,7 +71,8 @@ class Data(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=stage.removal,
+            auto_delete_objects=stage.auto_delete_objects,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
         )
         Validations.of(self.access_logs).acknowledge(
@@ -72,6 +81,19 @@ class Data(Construct):
             )
         )
         self.buckets = {spec.name: self._bucket(spec, prefix) for spec in BUCKETS}
+
+    def _let_logs_use_the_key(self) -> None:
+        """CloudWatch Logs encrypts a log group with the key only for a log group of this account and region."""
+        log_groups = f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchLogsEncryptThisAccountsLogGroups",
+                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}},
+            )
+        )
 
     def grant(self, function: lambda_.Function, access: DataAccess) -> None:
         """Grant exactly ``access`` (and use of the key for it) to ``function``'s own role."""
@@ -148,7 +170,7 @@ class Data(Construct):
                 point_in_time_recovery_enabled=True
             ),
             time_to_live_attribute=spec.ttl_attribute,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=self.stage.removal,
         )
         for index in spec.indexes:
             projection = dynamodb.ProjectionType.ALL
@@ -177,10 +199,9 @@ class Data(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             versioned=spec.versioned or bool(spec.lock_days),
             object_lock_enabled=bool(spec.lock_days) or None,
-            object_lock_default_retention=(
-                s3.ObjectLockRetention.compliance(Duration.days(spec.lock_days)) if spec.lock_days else None
-            ),
+            object_lock_default_retention=self.stage.lock_retention(spec.lock_days) if spec.lock_days else None,
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{spec.name}/",
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=self.stage.removal,
+            auto_delete_objects=self.stage.auto_delete_objects,
         )

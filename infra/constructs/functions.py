@@ -4,25 +4,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = lambda_.Runtime.PYTHON_3_14
-ARCHITECTURE = lambda_.Architecture.ARM_64
+# The interpreter the tests and CI run (infra.deps_layer.LAMBDA_PYTHON); x86_64 so that the CI machine
+# imports the very wheels that are deployed (scripts/check_assembly.py).
+RUNTIME = lambda_.Runtime.PYTHON_3_11
+ARCHITECTURE = lambda_.Architecture.X86_64
 LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 _EXCLUDE = ["**/__pycache__", "**/*.pyc", "*.egg-info"]
 
 
+class LayerSource(Protocol):
+    """Hands each function its own layers (``infra.constructs.layers.Layers``)."""
+
+    def for_function(self, name: str) -> list[lambda_.ILayerVersion]: ...
+
+
 @dataclass(frozen=True)
 class FunctionDefaults:
-    """What every function shares: the two layers and the base environment."""
+    """What every function shares: its layer source, the base environment and how its logs are kept.
 
-    layers: list[lambda_.ILayerVersion]
+    ``log_key`` encrypts every function's log group (the stack passes the data key); ``log_removal``
+    is the log groups' removal policy (RETAIN in prod, DESTROY in a trial stage).
+    """
+
+    layers: LayerSource
     environment: dict[str, str] = field(default_factory=dict)
+    log_key: kms.IKey | None = None
+    log_removal: RemovalPolicy = RemovalPolicy.RETAIN
 
 
 def core_layer_code() -> lambda_.Code:
@@ -44,7 +60,11 @@ def python_function(
 ) -> lambda_.Function:
     """A function from ``functions/<name>/handler.py`` with its own role, log group and tracing."""
     log_group = logs.LogGroup(
-        scope, f"{construct_id}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.RETAIN
+        scope,
+        f"{construct_id}Logs",
+        retention=LOG_RETENTION,
+        removal_policy=defaults.log_removal,
+        encryption_key=defaults.log_key,
     )
     function = lambda_.Function(
         scope,
@@ -54,7 +74,7 @@ def python_function(
         architecture=ARCHITECTURE,
         handler=handler,
         code=lambda_.Code.from_asset(str(ROOT / "functions" / name), exclude=_EXCLUDE),
-        layers=[*defaults.layers, *(extra_layers or [])],
+        layers=[*defaults.layers.for_function(name), *(extra_layers or [])],
         environment={**defaults.environment, "POWERTOOLS_SERVICE_NAME": name, **(environment or {})},
         timeout=timeout or Duration.seconds(15),
         memory_size=memory_size,
@@ -66,6 +86,11 @@ def python_function(
         Acknowledgment(
             id="AwsSolutions-IAM5[Resource::*]",
             reason="Active tracing: xray:PutTraceSegments and PutTelemetryRecords support no resource-level scoping.",
-        )
+        ),
+        Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="python3.11 is the interpreter every test and CI run on, and the only one whose wheels the "
+            "locked index serves; the deployed interpreter is the tested one.",
+        ),
     )
     return function

@@ -28,6 +28,7 @@ from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecor
 from flowledger.reasoning.service import FlowService
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.tabular import TABULAR_PLAN_SCHEMA
 from flowledger.workspaces.models import MemberChange
 from tests.integration.test_continuity_turns import (
     ADMIN,
@@ -44,21 +45,22 @@ from tests.integration.test_continuity_turns import (
     table_turn,
 )
 
+Step = Reply | Exception | Callable[[list[Message], Any], Reply]
 INVALID_PLAN = Reply(data={"select": "everything"}, model="flowledger-offline-v1")  # not the plan schema
 
 
 class Counting:
     """The offline model at the port: every call counted (and its messages kept) by schema name.
 
-    ``script`` replaces the first replies of a schema, in order (a Reply is returned, an exception raised);
+    ``script`` replaces the first replies of a schema, in order: a Reply is returned, an exception raised,
+    a callable answers ``(messages, offline model)``;
     ``on_call`` runs before each call with the schema's name (to cancel a run while a plan is asked for).
-    Agent turns (tools offered) count as ``agent``.
     """
 
     def __init__(
         self,
         inner: Any = None,
-        script: dict[str, list[Reply | Exception]] | None = None,
+        script: dict[str, list[Step]] | None = None,
         on_call: Callable[[str], None] | None = None,
     ) -> None:
         self._inner = inner or OfflineChatModel()
@@ -71,7 +73,7 @@ class Counting:
     offline = True
 
     def complete(self, messages: Any, *, schema: Any = None, tools: Any = None, timeout_seconds: float) -> Reply:
-        key = schema.name if schema is not None else ("agent" if tools else "chat")
+        key = schema.name if schema is not None else "chat"
         self.calls[key] += 1
         self.messages[key].append(list(messages))
         if self._on_call is not None:
@@ -81,7 +83,7 @@ class Counting:
             step = steps.pop(0)
             if isinstance(step, Exception):
                 raise step
-            return step
+            return step if isinstance(step, Reply) else step(list(messages), self._inner)
         return self._inner.complete(messages, schema=schema, tools=tools, timeout_seconds=timeout_seconds)
 
 
@@ -95,6 +97,11 @@ class Replacing:
         result = yield from self._inner.execute(context)
         self._replace()
         return result
+
+
+@pytest.fixture
+def world(services: Services) -> World:
+    return World(services)
 
 
 def run_item(world: World, outcome: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +118,11 @@ def rows_csv(count: int) -> bytes:
 
 
 def selected(query: str, *documents: Any, **fields: Any) -> dict[str, Any]:
-    return {"query": query, "selection_mode": "selected", "document_ids": [d.document_id for d in documents], **fields}
+    return {"query": query, **selection(*documents, **fields)}
+
+
+def selection(*documents: Any, **fields: Any) -> dict[str, Any]:
+    return {"selection_mode": "selected", "document_ids": [d.document_id for d in documents], **fields}
 
 
 def drive(stages: Generator[StatusCode, None, Grounding]) -> tuple[list[StatusCode], Grounding]:
@@ -142,8 +153,14 @@ def ground_selection(
 # ---- the table engine: its correction, its failure, its calls -------------------------------------
 
 
+def _answer_the_original_request(messages: list[Message], offline: Any) -> Reply:
+    # The offline model reads only the last message; the request it answers is the one before the refusal.
+    reply: Reply = offline.complete(messages[:2], schema=TABULAR_PLAN_SCHEMA, timeout_seconds=1.0)
+    return reply
+
+
 def test_a_refused_plan_is_corrected_once_with_the_reason(services: Services) -> None:
-    model = Counting(script={"tabular_plan": [INVALID_PLAN]})
+    model = Counting(script={"tabular_plan": [INVALID_PLAN, _answer_the_original_request]})
     world = World(services, model=model)
     table = world.upload(world.workspace(), "sales.csv", SALES)
     outcome = table_turn(world, ANN, table, "total amount by region")
@@ -186,7 +203,7 @@ def test_a_table_past_the_model_call_budget_is_not_planned(services: Services) -
     workspace = world.workspace()
     tables = [world.upload(workspace, f"sales-{n}.csv", SALES) for n in range(2)]
     outcome = world.ask(ANN, selected("total amount by region", *tables))
-    assert outcome["status"] == "FAILED" and outcome["error"]["code"] == "BUDGET_EXHAUSTED"
+    assert outcome["error"]["code"] == "BUDGET_EXHAUSTED" and "content" not in outcome
     assert model.calls["tabular_plan"] == 1
     assert run_item(world, outcome)["budget_usage"]["model_calls"] == 2
 
@@ -226,7 +243,7 @@ def test_include_prior_counts_the_prior_tables_against_the_bound(services: Servi
     tables = [world.upload(workspace, f"sales-{n}.csv", SALES) for n in range(6)]
     first = world.ask(ANN, selected("total amount by region", *tables[:5]))
     assert first["status"] == "SUCCESS" and model.calls["tabular_plan"] == 5
-    world.ask(ANN, follow(first, "total amount by month", **selected("", tables[5], include_prior=True)), status=422)
+    world.ask(ANN, follow(first, "total amount by month", **selection(tables[5], include_prior=True)), status=422)
     assert model.calls["tabular_plan"] == 5  # nothing was computed on the sixth table
 
 
@@ -399,7 +416,7 @@ def test_include_prior_discloses_a_prior_source_no_longer_readable(world: World)
     own = world.upload(world.workspace(owner=BOB), "sales.csv", SALES, owner=BOB)
     first = world.ask(BOB, selected("what is the walrus clause?", policy))
     world.workspaces.revoke(ANN, shared, "bob")
-    merged = world.ask(BOB, follow(first, "total amount by region", **selected("", own, include_prior=True)))
+    merged = world.ask(BOB, follow(first, "total amount by region", **selection(own, include_prior=True)))
     assert sorted(sources(merged)) == [("refunds.md", "revoked", None), ("sales.csv", "read", "tabular")]
     assert "no longer have access to them: refunds.md" in merged["content"]["limitations"]
     assert "walrus" not in merged["content"]["text"].lower()
@@ -459,6 +476,6 @@ def test_the_diagnosis_agent_is_given_the_grounded_sources(services: Services) -
     table = world.upload(world.workspace(), "sales.csv", SALES)
     outcome = table_turn(world, ANN, table, "total amount by region")
     assert outcome["intent"] == "DIAGNOSIS"
-    task = json.loads(next(m.content for m in model.messages["agent"][0] if m.role == "user"))
+    task = json.loads(next(m.content for m in model.messages["diagnosis_draft"][0] if m.role == "user"))
     [observation] = task["grounded_sources"]
     assert "north" in json.dumps(observation).lower() and table.document_id in json.dumps(observation)

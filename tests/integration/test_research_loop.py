@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
 from flowledger.research.client import MemoryClient
 from flowledger.research.loop import (
+    LOOP_HEALTH_CRITICAL_METRIC,
     BacklogConsumer,
     CriticVerdict,
     ResearchResult,
@@ -112,6 +115,41 @@ def test_re_research_dispatches_and_leaves_rows_of_the_other_strategy(services: 
     assert [r.request_id for r in seen] == [fresh.request_id]  # type: ignore[union-attr]
     assert "No evidence" in seen[0].question_framing
     assert Backlog(services).view().status_distribution["pending"] == 1  # the old strategy's row stays
+
+
+def emitted(out: str, name: str) -> list[tuple[float, dict[str, str]]]:
+    """(value, dimensions) of each EMF record of metric ``name`` in the captured stdout."""
+    found = []
+    for line in out.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        record = json.loads(line)
+        (directive,) = record["_aws"]["CloudWatchMetrics"]
+        if [m["Name"] for m in directive["Metrics"]] == [name]:
+            assert directive["Namespace"] == "Flowledger"
+            dimensions = {key: record[key] for keys in directive["Dimensions"] for key in keys}
+            found.extend((value, dimensions) for value in record[name])
+    return found
+
+
+def test_the_stale_sweep_job_emits_the_loop_health_verdict_as_a_metric(
+    services: Services, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "jobs")  # as the jobs function's environment sets it
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    services.clock = lambda: now
+    flags(services, research_auto_enqueue_enabled=True)
+    on_research_result(services, result(hits=0))
+    assert Backlog(services).pull_next("user:consumer") is not None  # dispatched now, then never completed
+    capsys.readouterr()
+    services.clock = lambda: now + timedelta(minutes=16)  # dispatched 16 minutes ago: warn, not critical
+    assert run_job("backlog_stale_sweep", services)["loop_health"] == "warn"
+    assert emitted(capsys.readouterr().out, LOOP_HEALTH_CRITICAL_METRIC) == [(0.0, {"service": "jobs"})]
+    # The sweep returns the stuck row to pending; created over an hour ago, it makes the verdict critical.
+    services.clock = lambda: now + timedelta(minutes=61)
+    outcome = run_job("backlog_stale_sweep", services)
+    assert (outcome["recovered"], outcome["loop_health"]) == (1, "critical")
+    assert emitted(capsys.readouterr().out, LOOP_HEALTH_CRITICAL_METRIC) == [(1.0, {"service": "jobs"})]
 
 
 @pytest.mark.anyio

@@ -103,6 +103,15 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, validation_alias="OPENAI_BASE_URL")
     chat_model: str = Field("gpt-4o-mini", validation_alias="FLOWLEDGER_CHAT_MODEL")
     model_timeout_seconds: float = Field(30.0, validation_alias="FLOWLEDGER_MODEL_TIMEOUT_SECONDS", gt=0)
+    # In AWS (set by CDK): where the three values above are read at run time. A value given directly
+    # (OPENAI_API_KEY, OPENAI_BASE_URL, FLOWLEDGER_CHAT_MODEL) wins over the one named here.
+    openai_api_key_secret_arn: str | None = Field(None, validation_alias="FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN")
+    openai_base_url_parameter: str | None = Field(None, validation_alias="FLOWLEDGER_OPENAI_BASE_URL_PARAMETER")
+    chat_model_parameter: str | None = Field(None, validation_alias="FLOWLEDGER_CHAT_MODEL_PARAMETER")
+    # How long a value read from Secrets Manager or SSM is reused before it is read again (a rotated key).
+    model_config_max_age_seconds: int = Field(
+        300, validation_alias="FLOWLEDGER_MODEL_CONFIG_MAX_AGE_SECONDS", ge=1, le=86_400
+    )
 
     # Diagnosis agent: its budget, and where its tools look
     diagnosis_max_model_calls: int = Field(8, validation_alias="FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS", ge=2, le=50)
@@ -166,6 +175,15 @@ class Settings(BaseSettings):
     def diagnosis_log_group_list(self) -> tuple[str, ...]:
         """The log groups ``query_logs`` may read: nothing else is ever queried."""
         return tuple(g.strip() for g in self.diagnosis_log_groups.split(",") if g.strip())
+
+    @property
+    def reads_model_config_from_aws(self) -> bool:
+        """True when a model value is to be read from Secrets Manager or SSM (and not given directly)."""
+        return bool(
+            (self.openai_api_key_secret_arn and self.openai_api_key is None)
+            or (self.openai_base_url_parameter and self.openai_base_url is None)
+            or (self.chat_model_parameter and "chat_model" not in self.model_fields_set)
+        )
 
     @property
     def uses_offline_model(self) -> bool:

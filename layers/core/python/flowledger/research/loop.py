@@ -145,5 +145,15 @@ def consumer_job(services: Services) -> dict[str, object]:
     return dict(BacklogConsumer(services, dispatchers={}).run_once())
 
 
-def stale_sweep_job(services: Services) -> dict[str, int]:
-    return Backlog(services).sweep_stale()
+# The EMF metric the loop-health alarm watches: 1 while the verdict is critical, 0 otherwise.
+LOOP_HEALTH_CRITICAL_METRIC = "research.loop_health.critical"
+
+
+def stale_sweep_job(services: Services) -> dict[str, object]:
+    """The scheduled sweep, then the loop-health verdict after it, emitted for the alarm and returned."""
+    backlog = Backlog(services)
+    swept: dict[str, object] = dict(backlog.sweep_stale())
+    # Judged after the sweep: the verdict describes the backlog as the sweep left it.
+    health = backlog.view().loop_health
+    services.metrics.emit(LOOP_HEALTH_CRITICAL_METRIC, 1 if health == "critical" else 0, "Count", {})
+    return {**swept, "loop_health": health}

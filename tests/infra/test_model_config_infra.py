@@ -1,0 +1,174 @@
+"""The chat model's configuration in the template: with ``flowledger:model`` context, the chat function
+alone may read exactly the named secret and parameters and is told their names; without it, nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Template
+
+from infra.constructs.model_config import MODEL_CONTEXT, ModelAccess
+from tests.infra.test_diagnosis_infra import chat_function, functions, render, statements_by_role
+
+SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:flowledger-openai-key-AbCdEf"
+CONTEXT: dict[str, Any] = {
+    MODEL_CONTEXT: {"secretArn": SECRET, "baseUrlParameter": "/flowledger/base-url", "modelParameter": "chat-model"}
+}
+PARAMETER_ARNS = {
+    "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/flowledger/base-url",
+    "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/chat-model",
+}
+MODEL_VARIABLES = {
+    "OPENAI_API_KEY",
+    "FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN",
+    "FLOWLEDGER_OPENAI_BASE_URL_PARAMETER",
+    "FLOWLEDGER_CHAT_MODEL_PARAMETER",
+    "OPENAI_BASE_URL",
+    "FLOWLEDGER_CHAT_MODEL",
+}
+# Until infra/stack.py applies the construct, the fixture applies it to the synthesized stack's chat
+# function itself; the test of the stack's own line runs once that line is there.
+STACK_APPLIES_IT = (
+    "ModelAccess.from_context(self.node).apply(chat.function)"
+    in (Path(__file__).resolve().parents[2] / "infra" / "stack.py").read_text()
+)
+
+
+def synthesized(context: dict[str, Any]) -> dict[str, Any]:
+    """The real app's resources with ``context`` on top of cdk.json's (as ``cdk -c`` puts it)."""
+    from infra import app as cdk_app
+
+    class AppWithContext(App):
+        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
+            super().__init__(context={**context, **extra}, **options)
+
+    extra = context
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cdk_app, "App", AppWithContext)
+        app = cdk_app.build_app(skip_dependencies_layer=True)
+    if not STACK_APPLIES_IT:
+        stack = app.node.find_child("Flowledger")
+        chat = stack.node.find_child("Chat")
+        ModelAccess.from_context(stack.node).apply(chat.function)  # type: ignore[attr-defined]
+    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+    return dict(assembly.get_stack_by_name("Flowledger").template["Resources"])
+
+
+@pytest.fixture(scope="module")
+def configured() -> Iterator[dict[str, Any]]:
+    yield synthesized(CONTEXT)
+
+
+def model_statements(statements: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
+    """(actions, resources) of each statement granting an SSM or Secrets Manager action (or every action)."""
+    picked = []
+    for statement in statements:
+        actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        if any(a.startswith(("ssm:", "secretsmanager:")) or a == "*" for a in actions):
+            picked.append((sorted(actions), sorted(render(r) for r in listed)))
+    return picked
+
+
+def test_only_the_chat_function_may_read_exactly_the_named_secret_and_parameters(
+    configured: dict[str, Any],
+) -> None:
+    by_role = statements_by_role(configured)
+    chat_role = chat_function(configured)["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert sorted(model_statements(by_role[chat_role])) == [
+        (["secretsmanager:GetSecretValue"], [SECRET]),
+        (["ssm:GetParameter"], sorted(PARAMETER_ARNS)),
+    ]
+    others = {role: model_statements(s) for role, s in by_role.items() if role != chat_role}
+    assert {role: found for role, found in others.items() if found} == {}
+
+
+def test_the_chat_function_is_told_the_names_and_no_other_function_is(configured: dict[str, Any]) -> None:
+    names = {
+        "FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN": SECRET,
+        "FLOWLEDGER_OPENAI_BASE_URL_PARAMETER": "/flowledger/base-url",
+        "FLOWLEDGER_CHAT_MODEL_PARAMETER": "chat-model",
+    }
+    chat = chat_function(configured)
+    variables = chat["Properties"]["Environment"]["Variables"]
+    assert {k: variables[k] for k in MODEL_VARIABLES & set(variables)} == names
+    for function in functions(configured).values():
+        if function is not chat:
+            assert not MODEL_VARIABLES & set(function["Properties"].get("Environment", {}).get("Variables", {}))
+
+
+def test_without_context_nothing_is_granted_or_set(resources: dict[str, Any]) -> None:
+    # The shared synthesis has cdk.json's context only: no flowledger:model (and no diagnosis secret).
+    for statements in statements_by_role(resources).values():
+        for statement in statements:
+            actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+            assert not [a for a in actions if a.startswith(("ssm:", "secretsmanager:"))], statement
+    for function in functions(resources).values():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        assert not MODEL_VARIABLES & set(variables)
+
+
+@pytest.mark.skipif(not STACK_APPLIES_IT, reason="infra/stack.py does not apply ModelAccess to the chat function yet")
+def test_the_stack_applies_the_model_configuration_to_the_chat_function(configured: dict[str, Any]) -> None:
+    variables = chat_function(configured)["Properties"]["Environment"]["Variables"]
+    assert variables["FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN"] == SECRET
+
+
+def probe(context: dict[str, Any]) -> dict[str, Any]:
+    """A one-function stack with the construct applied: its function and its policy statements."""
+    app = App(context=context)
+    stack = Stack(app, "Probe")
+    function = lambda_.Function(
+        stack, "Fn", runtime=lambda_.Runtime.PYTHON_3_12, handler="h.h", code=lambda_.Code.from_inline("x=1")
+    )
+    ModelAccess.from_context(stack.node).apply(function)
+    return dict(Template.from_stack(stack).to_json()["Resources"])
+
+
+def test_literal_values_are_set_without_any_grant() -> None:
+    resources = probe(
+        {
+            MODEL_CONTEXT: '{"baseUrl": "https://bedrock-runtime.us-west-2.amazonaws.com/openai/v1", '
+            '"model": "openai.gpt-oss-120b-1:0"}'
+        }
+    )
+    (function,) = functions(resources).values()
+    assert function["Properties"]["Environment"]["Variables"] == {
+        "OPENAI_BASE_URL": "https://bedrock-runtime.us-west-2.amazonaws.com/openai/v1",
+        "FLOWLEDGER_CHAT_MODEL": "openai.gpt-oss-120b-1:0",
+    }
+    assert not [r for r in resources.values() if r["Type"] == "AWS::IAM::Policy"]
+
+
+def test_no_context_means_no_environment_and_no_policy() -> None:
+    resources = probe({})
+    (function,) = functions(resources).values()
+    assert "Environment" not in function["Properties"]
+    assert not [r for r in resources.values() if r["Type"] == "AWS::IAM::Policy"]
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ({"secretArn": "my-secret"}, "secretArn"),
+        ({"secretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:openaikey"}, "secretArn"),
+        ({"baseUrlParameter": "has spaces/in it"}, "baseUrlParameter"),
+        ({"modelParameter": "a//b"}, "modelParameter"),
+        ({"baseUrl": "bedrock-runtime.us-west-2.amazonaws.com"}, "baseUrl"),
+        ({"model": "two words"}, "model"),
+        ({"model": 4}, "model"),
+        ({"baseUrl": "https://x/v1", "baseUrlParameter": "/p"}, "baseUrl"),
+        ({"apiKey": "sk-inline"}, "apiKey"),
+        ("not json", MODEL_CONTEXT),
+        ('["a list"]', MODEL_CONTEXT),
+    ],
+)
+def test_a_bad_value_fails_the_synth_naming_the_key(value: Any, key: str) -> None:
+    with pytest.raises(ValueError, match=key) as failure:
+        probe({MODEL_CONTEXT: value})
+    assert MODEL_CONTEXT in str(failure.value)

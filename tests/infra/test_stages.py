@@ -1,0 +1,138 @@
+"""Stages: prod keeps every table, bucket, log group and key (checkpoints locked in COMPLIANCE); dev
+destroys them all, empties the buckets and locks checkpoints in GOVERNANCE for a day, so a trial can be
+torn down. The data key encrypts every log group, and lets CloudWatch Logs of this region use it for that."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App
+
+from flowledger.store.tables import BUCKETS
+from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
+
+KEPT = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup", "AWS::SQS::Queue")
+LOCK_DAYS = next(spec.lock_days for spec in BUCKETS if spec.lock_days)
+
+
+def synth_with(context: dict[str, Any]) -> dict[str, Any]:
+    """The real app's template with ``context`` on top of cdk.json's, as ``cdk -c`` would put it; cdk-nag runs."""
+    from infra import app as cdk_app
+
+    class AppWithContext(App):
+        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
+            super().__init__(context={**context, **extra}, **options)
+
+    extra = context
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cdk_app, "App", AppWithContext)
+        app = cdk_app.build_app(skip_dependencies_layer=True)
+    return dict(app.synth().get_stack_by_name("Flowledger").template["Resources"])  # raises on a nag finding
+
+
+@pytest.fixture(scope="module")
+def dev() -> dict[str, Any]:
+    return synth_with({STAGE_CONTEXT: "dev"})
+
+
+def kept(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {key: r for key, r in resources.items() if r["Type"] in KEPT}
+
+
+def lock_rule(resources: dict[str, Any]) -> dict[str, Any]:
+    (locked,) = [
+        r for r in resources.values() if r["Type"] == "AWS::S3::Bucket" and r["Properties"].get("ObjectLockEnabled")
+    ]
+    return dict(locked["Properties"]["ObjectLockConfiguration"]["Rule"]["DefaultRetention"])
+
+
+def test_prod_retains_every_table_bucket_key_log_group_and_queue(resources: dict[str, Any]) -> None:
+    found = kept(resources)
+    assert {r["Type"] for r in found.values()} == set(KEPT)
+    for key, resource in found.items():
+        assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == ("Retain", "Retain"), key
+    assert not [r for r in resources.values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
+
+
+def test_prod_locks_checkpoints_in_compliance_mode_for_the_specs_years(resources: dict[str, Any]) -> None:
+    assert lock_rule(resources) == {"Mode": "COMPLIANCE", "Days": LOCK_DAYS}
+
+
+def test_dev_destroys_every_table_bucket_key_log_group_and_queue(dev: dict[str, Any]) -> None:
+    found = kept(dev)
+    assert {r["Type"] for r in found.values()} == set(KEPT)
+    for key, resource in found.items():
+        assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == ("Delete", "Delete"), key
+
+
+def test_dev_empties_every_bucket_before_deleting_it(dev: dict[str, Any]) -> None:
+    buckets = {key for key, r in dev.items() if r["Type"] == "AWS::S3::Bucket"}
+    emptied = {r["Properties"]["BucketName"]["Ref"] for r in dev.values() if r["Type"] == "Custom::S3AutoDeleteObjects"}
+    assert emptied == buckets and len(buckets) == len(BUCKETS) + 1  # and the access-log bucket
+
+
+def test_dev_keys_are_deleted_after_the_shortest_pending_window(dev: dict[str, Any]) -> None:
+    keys = [r for r in dev.values() if r["Type"] == "AWS::KMS::Key"]
+    assert keys and all(k["Properties"]["PendingWindowInDays"] == 7 for k in keys)
+
+
+def test_dev_locks_checkpoints_in_governance_mode_for_a_day(dev: dict[str, Any]) -> None:
+    assert lock_rule(dev) == {"Mode": "GOVERNANCE", "Days": 1}
+
+
+@pytest.mark.parametrize("value", ["staging", "PROD", 1])
+def test_an_unknown_stage_fails_the_synth_naming_the_key(value: Any) -> None:
+    with pytest.raises(ValueError, match="must be one of prod, dev") as failure:
+        StagePolicy.from_context(App(context={STAGE_CONTEXT: value}).node)
+    assert str(failure.value).startswith(STAGE_CONTEXT)
+
+
+def test_the_stage_is_prod_unless_the_context_says_dev() -> None:
+    assert StagePolicy.from_context(App().node).name == "prod"
+    assert StagePolicy.from_context(App(context={STAGE_CONTEXT: "dev"}).node).name == "dev"
+
+
+def data_key(resources: dict[str, Any]) -> str:
+    (key,) = [k for k, r in resources.items() if r["Type"] == "AWS::KMS::Key" and k.startswith("DataKey")]
+    return key
+
+
+@pytest.mark.parametrize("stage", ["prod", "dev"])
+def test_every_log_group_is_encrypted_with_the_data_key(
+    stage: str, resources: dict[str, Any], dev: dict[str, Any]
+) -> None:
+    template = resources if stage == "prod" else dev
+    groups = [r for r in template.values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert len(groups) >= 9  # eight functions and the API's access logs
+    for group in groups:
+        assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [data_key(template), "Arn"]}
+
+
+def test_the_data_key_lets_cloudwatch_logs_of_this_region_encrypt_this_accounts_log_groups(
+    resources: dict[str, Any],
+) -> None:
+    policy = resources[data_key(resources)]["Properties"]["KeyPolicy"]["Statement"]
+    logs = [s for s in policy if "logs." in json.dumps(s.get("Principal", {}))]
+    assert len(logs) == 1
+    (statement,) = logs
+    assert json.dumps(statement["Principal"]["Service"]) == json.dumps(
+        {"Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}
+    )
+    assert {"kms:Encrypt*", "kms:Decrypt*", "kms:GenerateDataKey*"} <= set(statement["Action"])
+    condition = statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+    assert condition == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":logs:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":log-group:*",
+            ],
+        ]
+    }
