@@ -231,11 +231,6 @@ def test_a_turn_naming_more_tables_than_its_bound_is_a_422_and_writes_no_run(wor
     assert world.services.aws.dynamodb.scan(TableName=world.services.aws.table_name("runs"))["Items"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="preflight counts only the named (or Analyze All) tables; include_prior adds the session's prior "
-    "tables after it, so a turn computes on more than MAX_TABLES_PER_TURN (grounding.py preflight/ground)",
-)
 def test_include_prior_counts_the_prior_tables_against_the_bound(services: Services) -> None:
     model = Counting()
     world = World(services, model=model)
@@ -355,12 +350,6 @@ def test_with_reruns_off_a_changed_source_is_disclosed_and_its_old_answer_not_re
     assert "150" not in second["content"]["text"] and "999" not in second["content"]["text"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="publish only withholds an answer whose references name a revoked source; a history answer's "
-    "evidence is filed under the first reused ref alone (_reuse_history), so revoking another reused source "
-    "before publishing republishes the previous answer built on it (grounding.py publish/_reuse_history)",
-)
 def test_a_history_answer_is_withheld_when_any_source_it_rested_on_is_revoked(world: World) -> None:
     shared = world.workspace()
     world.workspaces.set_member(ANN, shared, "bob", MemberChange(role="viewer"))

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 from flowledger.chat.executors import Budget
 from flowledger.continuity.refs import Engine, EvidenceStatus
-from flowledger.errors import FlowledgerError
+from flowledger.errors import FlowledgerError, InvalidInput, NotFound
 from flowledger.identity import Principal
 from flowledger.knowledge.index import LookupResult
 from flowledger.llm.ports import ChatModel, Message, ModelError
@@ -128,7 +128,10 @@ class TabularEngine:
         """
         from flowledger import tabular  # DuckDB loads only when a table is read
 
-        family, version, parquet = self._documents.table(principal, source.document_id)
+        try:
+            family, version, parquet = self._documents.table(principal, source.document_id)
+        except (NotFound, InvalidInput):  # revoked or replaced since it was reauthorised: not read, and said
+            return Evidence([], [SourceRead(source, "tabular", "failed", 0.0)])
         columns = [tabular.TabularColumn(**column) for column in version.conversion.columns]
         messages = [
             Message("system", TABULAR_INSTRUCTIONS),

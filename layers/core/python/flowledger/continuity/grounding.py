@@ -179,7 +179,12 @@ class ContinuityService:
             resolve_sources(request, (), catalog_size=self._counted(scopes))
             catalog = tuple(document for scope in scopes for document in self._live_documents(principal, scope))
             resolve_sources(request, (), catalog_size=len(catalog))
-        tables = [document for document in (catalog or named) if document.kind not in NARRATIVE_KINDS]
+        tables = [document.document_id for document in (catalog or named) if document.kind not in NARRATIVE_KINDS]
+        if request.include_prior and session_id is not None:
+            # The prior tables an explicit selection merges in are computed on too: they count.
+            grounded = self._refs.get(principal.id, session_id)
+            prior = grounded.refs if grounded else []
+            tables += [r.document_id for r in prior if r.source_kind == "tabular" and r.document_id not in tables]
         if len(tables) > MAX_TABLES_PER_TURN:
             raise TooManyTables(
                 f"a turn computes on at most {MAX_TABLES_PER_TURN} tables and this one names {len(tables)}; "
@@ -446,12 +451,17 @@ class ContinuityService:
                 grounding.disclosures.append(f"{ref.file_name} changed while this answer was prepared.")
         if revoked:
             gone = {ref.document_id for ref in revoked}
+            # The answer rests on what it cites and, when it reused the previous answer, on every source
+            # that answer rested on: if any of them is gone, nothing of it goes out.
+            rested_on = {reference.document_id for reference in (content.references if content else [])}
+            if any(document.engine == "history" for document in grounding.evidence):
+                rested_on |= {use.document_id for use in grounding.uses if use.outcome == "reused"}
             grounding.refs = [ref for ref in grounding.refs if ref.document_id not in gone]
             grounding.uses = [
                 use.model_copy(update={"outcome": "revoked"}) if use.document_id in gone else use
                 for use in grounding.uses
             ]
-            if content is not None and any(reference.document_id in gone for reference in content.references):
+            if content is not None and rested_on & gone:
                 return None
         if content is None:
             return None
