@@ -189,7 +189,8 @@ def check(assembly: Path, python: str, limit_mb: float = LIMIT_MB) -> list[str]:
     """Every failure found in the assembly, one line each; prints the sizes as it goes."""
     failures = []
     executable, version = interpreter(python)
-    functions = list(functions_of(assembly))
+    # Absolute: each import runs with the function's code folder as its working directory.
+    functions = list(functions_of(assembly.resolve()))
     if not functions:
         return [f"{assembly}: no Lambda function in any stack"]
     runtimes = sorted({function.runtime for function in functions})

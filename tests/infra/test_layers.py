@@ -269,6 +269,14 @@ def test_check_passes_an_assembly_whose_handler_imports_from_its_layer(tmp_path:
     assert "fake" in result.stdout and "MB" in result.stdout
 
 
+def test_check_takes_the_assembly_relative_to_where_it_runs(tmp_path: Path) -> None:
+    # `make synth-check` names `cdk.out`; each import runs inside the function's own folder.
+    assembly = _assembly(tmp_path, "import helper\nhandler = helper.run\n", {"helper.py": "def run(): pass\n"})
+    argv = [sys.executable, str(CHECK), "--assembly", assembly.name, "--python", sys.executable]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=assembly.parent)
+    assert result.returncode == 0, result.stderr
+
+
 def test_check_fails_a_handler_whose_import_is_only_in_the_venv(tmp_path: Path) -> None:
     assembly = _assembly(tmp_path, "import pydantic\nhandler = print\n", {"helper.py": ""})
     result = _check(assembly)

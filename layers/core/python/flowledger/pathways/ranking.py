@@ -67,7 +67,7 @@ class Override:
 class Ranker:
     """One family's snapshot in memory, ready to rank (build once per snapshot version)."""
 
-    def __init__(self, header: Mapping[str, Any], matrix: np.ndarray) -> None:
+    def __init__(self, header: Mapping[str, Any], matrix: np.ndarray[Any, Any]) -> None:
         import numpy as np
 
         self.version: str = header["version"]
@@ -118,7 +118,7 @@ class Ranker:
 
     def rank(
         self,
-        query: np.ndarray | None,
+        query: np.ndarray[Any, Any] | None,
         query_ref: str,
         limit: int,
         overrides: Mapping[str, Override] | None = None,
@@ -128,7 +128,7 @@ class Ranker:
 
         overrides = overrides or {}
         shortlist: set[int] = self._special_rows(query_ref)
-        cosines: np.ndarray | None = self.matrix @ query if query is not None and self.ids else None
+        cosines: np.ndarray[Any, Any] | None = self.matrix @ query if query is not None and self.ids else None
         if cosines is not None and not overrides and not shortlist and not self._unembedded_count:
             fast = self._rank_by_cosine(cosines, limit)
             if fast is not None:
@@ -169,7 +169,7 @@ class Ranker:
         scored.sort(key=_rank_order)
         return scored[:limit]
 
-    def _rank_by_cosine(self, cosines: np.ndarray, limit: int) -> list[Ranked] | None:
+    def _rank_by_cosine(self, cosines: np.ndarray[Any, Any], limit: int) -> list[Ranked] | None:
         """The common case, with the same result as the general path: every candidate is embedded
         and only trigger-type related, so its score is a fixed share plus 0.7 x its cosine. None
         when some of the best have no positive cosine (ties by hit count need the general path)."""
@@ -188,7 +188,7 @@ class Ranker:
             make(Ranked, (pathway_id, -score, "trigger_type_only+semantic", -hit)) for score, hit, pathway_id in order
         ]
 
-    def _best(self, cosines: np.ndarray, width: int) -> tuple[list[int], list[float]]:
+    def _best(self, cosines: np.ndarray[Any, Any], width: int) -> tuple[list[int], list[float]]:
         """The rows of the ``width`` highest cosines and their cosines, plus every row tied with the
         lowest of them (``argpartition`` alone would pick among those ties arbitrarily)."""
         import numpy as np

@@ -81,7 +81,7 @@ def _unit(packed: bytes) -> bytes:
     return pack_vector(unit(unpack_vector(packed)))
 
 
-def decode(blob: bytes) -> tuple[dict[str, Any], np.ndarray]:
+def decode(blob: bytes) -> tuple[dict[str, Any], np.ndarray[Any, Any]]:
     """The header and the matrix (a read-only view over ``blob``, no copy)."""
     import numpy as np
 

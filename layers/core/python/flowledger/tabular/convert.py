@@ -20,6 +20,8 @@ from flowledger.tabular import xlsx
 from flowledger.tabular.columns import TabularColumn, kind_of
 from flowledger.tabular.errors import MalformedTable, TableTooLarge
 from flowledger.tabular.limits import DEFAULT_LIMITS, TabularLimits
+from flowledger.tabular.positions import position as position_name
+from flowledger.tabular.positions import positional
 from flowledger.tabular.sandbox import deadline, locked_connection, private_directory
 
 TableKind = Literal["csv", "xlsx"]
@@ -142,12 +144,18 @@ def _convert_sheet(
         raise MalformedTable(f"the sheet could not be converted: {str(exc).splitlines()[0][:300]}") from exc
 
 
+_INSERT_BATCH = 5_000
+
+
 def _load_sheet(con: duckdb.DuckDBPyConnection, sheet: xlsx.Sheet) -> duckdb.DuckDBPyRelation:
     # The statement holds only positional names and types from xlsx's fixed set: no text from the file.
     definition = ", ".join(f"c{index} {column_type}" for index, column_type in enumerate(sheet.types))
     con.execute(f"CREATE TABLE sheet ({definition})")
-    with con.appender("sheet") as appender:
-        appender.append_rows(sheet.rows)
+    # Parameters, never text: each cell is bound as a value, in batches so an interrupt at the deadline
+    # lands between them (DuckDB 1.5, the last release with wheels for Lambda's Amazon Linux 2, has no appender).
+    insert = f"INSERT INTO sheet VALUES ({', '.join('?' for _ in sheet.types)})"  # noqa: S608 - placeholders only
+    for start in range(0, len(sheet.rows), _INSERT_BATCH):
+        con.executemany(insert, sheet.rows[start : start + _INSERT_BATCH])
     columns = [ColumnExpression(f"c{index}").alias(name) for index, name in enumerate(sheet.names)]
     return con.table("sheet").project(*columns)
 
@@ -175,17 +183,19 @@ def _checked_columns(relation: duckdb.DuckDBPyRelation, limits: TabularLimits) -
 def _checked_rows(parquet: duckdb.DuckDBPyRelation, columns: tuple[TabularColumn, ...], limits: TabularLimits) -> int:
     """The row count, after refusing a table with no rows, too many rows or a text cell that is too long."""
     measures = [FunctionExpression("count").alias("rows")]
-    texts = [column.name for column in columns if column.kind == "text"]
+    texts = [(position, column.name) for position, column in enumerate(columns) if column.kind == "text"]
     measures += [
-        FunctionExpression("max", FunctionExpression("length", ColumnExpression(name))).alias(f"m{index}")
-        for index, name in enumerate(texts)
+        FunctionExpression("max", FunctionExpression("length", ColumnExpression(f'"{position_name(position)}"'))).alias(
+            f"m{n}"
+        )
+        for n, (position, _) in enumerate(texts)
     ]
-    row_count, *longest = parquet.aggregate(measures).fetchall()[0]
+    row_count, *longest = positional(parquet).aggregate(measures).fetchall()[0]
     if row_count == 0:
         raise MalformedTable("the table has a header but no data rows")
     if row_count > limits.max_rows:
         raise TableTooLarge(f"the table has more than {limits.max_rows} rows")
-    for name, length in zip(texts, longest, strict=True):
+    for (_, name), length in zip(texts, longest, strict=True):
         if length is not None and length > limits.max_cell_chars:
             raise TableTooLarge(
                 f"column {name!r} holds a cell of {length} characters, over the limit of {limits.max_cell_chars}"

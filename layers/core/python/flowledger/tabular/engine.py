@@ -26,6 +26,8 @@ from flowledger.tabular.columns import TabularColumn
 from flowledger.tabular.errors import InvalidPlan, MalformedTable, TableSchemaMismatch
 from flowledger.tabular.limits import DEFAULT_LIMITS, TabularLimits
 from flowledger.tabular.plan import Aggregate, CheckedPlan, Filter, TabularPlan, check_plan, plan_fingerprint
+from flowledger.tabular.positions import position as _position
+from flowledger.tabular.positions import positional
 from flowledger.tabular.sandbox import deadline, locked_connection, private_directory
 
 Cell = str | int | float | bool | None
@@ -91,30 +93,38 @@ def _run(path: Path, checked: CheckedPlan, limits: TabularLimits) -> TabularResu
 
 
 def compile_plan(table: duckdb.DuckDBPyRelation, checked: CheckedPlan) -> duckdb.DuckDBPyRelation:
-    """The relation that answers the plan: filters, then the aggregate, then the order, then the limit."""
+    """The relation that answers the plan: the table renamed by position (``positions.py``), filters, the
+    aggregate, the order, the limit, and the real column names back on the answer as aliases."""
     plan = checked.plan
-    relation = table
+    names = [column.name for column in checked.columns]
+    at = {name: _position(index) for index, name in enumerate(names)}
+
+    def column(name: str) -> Expression:  # a table column by its position, an aggregate by its alias
+        return ColumnExpression(f'"{at[name]}"') if name in at else ColumnExpression(name)
+
+    relation = positional(table)
     for item, value in zip(plan.filters, checked.values, strict=True):
-        relation = relation.filter(_condition(item, value))
+        relation = relation.filter(_condition(column(item.column), item, value))
     if checked.aggregated:
         # No groups argument: the relation groups by every item that is not an aggregate (GROUP BY ALL),
         # which are exactly the group_by columns; without them it is one row of totals.
-        items = [ColumnExpression(name) for name in plan.group_by]
-        items += [_aggregate(aggregate).alias(aggregate.alias) for aggregate in plan.aggregates]
+        items = [column(name) for name in plan.group_by]
+        items += [_aggregate(aggregate, column).alias(aggregate.alias) for aggregate in plan.aggregates]
         relation = relation.aggregate(items)
-    keys = [_ordered(ColumnExpression(key.key), key.direction) for key in plan.order_by]
+    keys = [_ordered(column(key.key), key.direction) for key in plan.order_by]
     ordered = {key.key for key in plan.order_by}
     # Ties are broken by the group columns (by every column when listing rows), so a replay is identical.
-    tie_breakers = plan.group_by if checked.aggregated else [column.name for column in checked.columns]
-    keys += [_ordered(ColumnExpression(name), "asc") for name in tie_breakers if name not in ordered]
+    tie_breakers = plan.group_by if checked.aggregated else names
+    keys += [_ordered(column(name), "asc") for name in tie_breakers if name not in ordered]
     if keys:
         relation = relation.sort(*keys)
     # One row past the limit says whether there were more.
-    return relation.limit(plan.limit + 1)
+    relation = relation.limit(plan.limit + 1)
+    shown = [*plan.group_by, *(a.alias for a in plan.aggregates)] if checked.aggregated else names
+    return relation.project(*(column(name).alias(name) for name in shown))
 
 
-def _condition(item: Filter, value: Any) -> Expression:
-    column = ColumnExpression(item.column)
+def _condition(column: Expression, item: Filter, value: Any) -> Expression:
     match item.op:
         case "=":
             return column == ConstantExpression(value)
@@ -143,12 +153,14 @@ def _condition(item: Filter, value: Any) -> Expression:
     raise InvalidPlan(f"unsupported filter op {item.op!r}", "filters.op")  # unreachable: the model's Literal
 
 
-def _aggregate(aggregate: Aggregate) -> Expression:
+def _aggregate(aggregate: Aggregate, column_of: Any) -> Expression:
     if aggregate.column is None:
         return FunctionExpression("count")  # count() is count(*): every row
-    column = ColumnExpression(aggregate.column)
+    column = column_of(aggregate.column)
     if aggregate.function == "count_distinct":
-        return column.n_unique()  # count(DISTINCT column)
+        # count(DISTINCT column): DuckDB 1.5's relational API has no DISTINCT modifier; the distinct
+        # elements of the group's list are the same count (NULLs left out, as count(DISTINCT) does).
+        return FunctionExpression("list_unique", FunctionExpression("list", column))
     return FunctionExpression(aggregate.function, column)
 
 
