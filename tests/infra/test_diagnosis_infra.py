@@ -14,6 +14,7 @@ from flowledger.config import DiagnosisSqlBackend, load_settings
 from flowledger.diagnosis.wiring import diagnosis_tools
 from flowledger.services import build_services
 from infra.constructs.diagnosis import DATA_API_CONTEXT, LOG_GROUPS_CONTEXT, DataApiDatabase, DiagnosisAccess
+from tests.infra.synth import resources_with
 
 CLUSTER = "arn:aws:rds:eu-west-1:123456789012:cluster:app-db"
 SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:app-readonly-AbCdEf"
@@ -28,17 +29,7 @@ DIAGNOSIS_ACTIONS = ("logs:", "rds-data:", "secretsmanager:")
 def configured() -> Iterator[dict[str, Any]]:
     """The real app synthesized with the diagnosis context on top of cdk.json's, as ``cdk -c`` would
     put it (the CLI's CDK_CONTEXT_JSON cannot be used: the jsii runtime read its environment at start)."""
-    from infra import app as cdk_app
-
-    class AppWithContext(App):
-        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
-            super().__init__(context={**context, **CONTEXT}, **options)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cdk_app, "App", AppWithContext)
-        app = cdk_app.build_app(skip_dependencies_layer=True)
-    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
-    yield assembly.get_stack_by_name("Flowledger").template["Resources"]
+    yield resources_with(CONTEXT)  # raises on any unacknowledged cdk-nag finding
 
 
 def functions(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -4,7 +4,6 @@ alone may read exactly the named secret and parameters and is told their names; 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
 from infra.constructs.model_config import MODEL_CONTEXT, ModelAccess
+from tests.infra.synth import resources_with
 from tests.infra.test_diagnosis_infra import chat_function, functions, render, statements_by_role
 
 SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:flowledger-openai-key-AbCdEf"
@@ -31,32 +31,11 @@ MODEL_VARIABLES = {
     "OPENAI_BASE_URL",
     "FLOWLEDGER_CHAT_MODEL",
 }
-# Until infra/stack.py applies the construct, the fixture applies it to the synthesized stack's chat
-# function itself; the test of the stack's own line runs once that line is there.
-STACK_APPLIES_IT = (
-    "ModelAccess.from_context(self.node).apply(chat.function)"
-    in (Path(__file__).resolve().parents[2] / "infra" / "stack.py").read_text()
-)
 
 
 def synthesized(context: dict[str, Any]) -> dict[str, Any]:
     """The real app's resources with ``context`` on top of cdk.json's (as ``cdk -c`` puts it)."""
-    from infra import app as cdk_app
-
-    class AppWithContext(App):
-        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
-            super().__init__(context={**context, **extra}, **options)
-
-    extra = context
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cdk_app, "App", AppWithContext)
-        app = cdk_app.build_app(skip_dependencies_layer=True)
-    if not STACK_APPLIES_IT:
-        stack = app.node.find_child("Flowledger")
-        chat = stack.node.find_child("Chat")
-        ModelAccess.from_context(stack.node).apply(chat.function)  # type: ignore[attr-defined]
-    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
-    return dict(assembly.get_stack_by_name("Flowledger").template["Resources"])
+    return resources_with(context)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +92,6 @@ def test_without_context_nothing_is_granted_or_set(resources: dict[str, Any]) ->
         assert not MODEL_VARIABLES & set(variables)
 
 
-@pytest.mark.skipif(not STACK_APPLIES_IT, reason="infra/stack.py does not apply ModelAccess to the chat function yet")
 def test_the_stack_applies_the_model_configuration_to_the_chat_function(configured: dict[str, Any]) -> None:
     variables = chat_function(configured)["Properties"]["Environment"]["Variables"]
     assert variables["FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN"] == SECRET

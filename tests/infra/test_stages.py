@@ -12,6 +12,7 @@ from aws_cdk import App
 
 from flowledger.store.tables import BUCKETS
 from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
+from tests.infra.synth import resources_with
 
 KEPT = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup", "AWS::SQS::Queue")
 LOCK_DAYS = next(spec.lock_days for spec in BUCKETS if spec.lock_days)
@@ -19,17 +20,7 @@ LOCK_DAYS = next(spec.lock_days for spec in BUCKETS if spec.lock_days)
 
 def synth_with(context: dict[str, Any]) -> dict[str, Any]:
     """The real app's template with ``context`` on top of cdk.json's, as ``cdk -c`` would put it; cdk-nag runs."""
-    from infra import app as cdk_app
-
-    class AppWithContext(App):
-        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
-            super().__init__(context={**context, **extra}, **options)
-
-    extra = context
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cdk_app, "App", AppWithContext)
-        app = cdk_app.build_app(skip_dependencies_layer=True)
-    return dict(app.synth().get_stack_by_name("Flowledger").template["Resources"])  # raises on a nag finding
+    return resources_with(context)
 
 
 @pytest.fixture(scope="module")

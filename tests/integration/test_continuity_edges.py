@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from flowledger.chat.executors import Budget, BudgetExhausted, Executor, ExecutorRun, RunCancelled, TurnContext
+from flowledger.chat.executors import Budget, BudgetExhausted, RunCancelled
 from flowledger.chat.models import ChatRequest, Intent, StatusCode
 from flowledger.continuity.grounding import MAX_EVIDENCE_TOTAL_CHARS, ContinuityService, Grounding
 from flowledger.identity import Principal
@@ -37,8 +37,8 @@ from tests.integration.test_continuity_turns import (
     POLICY,
     SALES,
     SALES_V2,
+    Meanwhile,
     PinnedIntent,
-    Revoking,
     World,
     follow,
     sources,
@@ -85,18 +85,6 @@ class Counting:
                 raise step
             return step if isinstance(step, Reply) else step(list(messages), self._inner)
         return self._inner.complete(messages, schema=schema, tools=tools, timeout_seconds=timeout_seconds)
-
-
-class Replacing:
-    """Wraps an executor; while it works, the owner uploads a new version of a source (a race before publishing)."""
-
-    def __init__(self, inner: Executor, replace: Callable[[], None]) -> None:
-        self._inner, self._replace = inner, replace
-
-    def execute(self, context: TurnContext) -> ExecutorRun:
-        result = yield from self._inner.execute(context)
-        self._replace()
-        return result
 
 
 @pytest.fixture
@@ -358,7 +346,7 @@ def test_a_history_answer_is_withheld_when_any_source_it_rested_on_is_revoked(wo
     first = world.ask(BOB, selected("total amount by region and the refund policy", table, policy))
     assert "150" in first["content"]["text"]  # the previous answer repeats the table's figures
     executor = world.use_case.executors[Intent.KNOWLEDGE_QUERY]
-    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Revoking(
+    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Meanwhile(
         executor, lambda: world.workspaces.revoke(ANN, shared, "bob")
     )
     second = world.ask(BOB, follow(first, "what does that mean in simpler words?"))
@@ -374,7 +362,7 @@ def test_a_source_changed_while_the_answer_is_prepared_is_disclosed(world: World
     policy = world.upload(world.workspace(), "refunds.md", POLICY)
     executor = world.use_case.executors[Intent.KNOWLEDGE_QUERY]
     newer = b"# Refund policy\n\nRefunds are paid within three days."
-    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Replacing(executor, lambda: world.replace(policy, newer))
+    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Meanwhile(executor, lambda: world.replace(policy, newer))
     outcome = world.ask(ANN, selected("what is the walrus clause?", policy))
     assert outcome["release_outcome"] == "SUCCESS"
     assert "refunds.md changed while this answer was prepared." in outcome["content"]["limitations"]
@@ -386,7 +374,7 @@ def test_a_source_revoked_while_prepared_is_recorded_revoked_and_not_remembered(
     world.workspaces.set_member(ANN, workspace, "bob", MemberChange(role="viewer"))
     policy = world.upload(workspace, "refunds.md", POLICY)
     executor = world.use_case.executors[Intent.KNOWLEDGE_QUERY]
-    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Revoking(
+    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Meanwhile(
         executor, lambda: world.workspaces.revoke(ANN, workspace, "bob")
     )
     first = world.ask(BOB, selected("what is the walrus clause?", policy))

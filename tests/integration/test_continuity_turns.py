@@ -74,15 +74,15 @@ class PinnedIntent:
         return self._inner.complete(messages, schema=schema, tools=tools, timeout_seconds=timeout_seconds)
 
 
-class Revoking:
-    """Wraps an executor; while it works, the owner revokes the caller's membership (a race before publishing)."""
+class Meanwhile:
+    """Wraps an executor; once it has answered, ``change`` runs (a revocation or a new version) before publishing."""
 
-    def __init__(self, inner: Executor, revoke: Any) -> None:
-        self._inner, self._revoke = inner, revoke
+    def __init__(self, inner: Executor, change: Any) -> None:
+        self._inner, self._change = inner, change
 
     def execute(self, context: TurnContext) -> ExecutorRun:
         result = yield from self._inner.execute(context)
-        self._revoke()
+        self._change()
         return result
 
 
@@ -407,7 +407,7 @@ def test_a_source_revoked_while_the_answer_is_prepared_is_not_published(world: W
     world.workspaces.set_member(ANN, workspace, "bob", MemberChange(role="viewer"))
     policy = world.upload(workspace, "refunds.md", POLICY)
     executor = world.use_case.executors[Intent.KNOWLEDGE_QUERY]
-    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Revoking(
+    world.use_case.executors[Intent.KNOWLEDGE_QUERY] = Meanwhile(
         executor, lambda: world.workspaces.revoke(ANN, workspace, "bob")
     )
     outcome = world.ask(

@@ -1,0 +1,31 @@
+"""The real CDK app synthesized with extra context, as ``cdk -c key=value`` would give it.
+
+The CLI's CDK_CONTEXT_JSON cannot be used in-process (the jsii runtime read its environment at start),
+so the app's ``App`` is swapped for one that adds the context to cdk.json's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App
+
+
+def app_with(context: dict[str, Any]) -> App:
+    """The real app (dependencies layer build skipped) with ``context`` on top of cdk.json's."""
+    from infra import app as cdk_app
+
+    class AppWithContext(App):
+        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
+            super().__init__(context={**context, **extra}, **options)
+
+    extra = context
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cdk_app, "App", AppWithContext)
+        return cdk_app.build_app(skip_dependencies_layer=True)
+
+
+def resources_with(context: dict[str, Any]) -> dict[str, Any]:
+    """The Flowledger stack's resources with ``context``; the synth runs cdk-nag and raises on a finding."""
+    return dict(app_with(context).synth().get_stack_by_name("Flowledger").template["Resources"])
