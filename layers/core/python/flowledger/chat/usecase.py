@@ -47,8 +47,8 @@ from flowledger.reasoning.recorder import FlowHandle, NoOpRecorder, ReasoningFlo
 
 logger = logging.getLogger("flowledger.chat")
 GROUNDED_INTENTS = frozenset({Intent.KNOWLEDGE_QUERY, Intent.DIAGNOSIS})
-SOURCE_FIELDS = {"selection_mode", "document_ids", "action_mode", "source", "targets", "include_prior"}
-_DEFAULT_SOURCES = SourceRequest().model_dump(include=SOURCE_FIELDS)
+SOURCE_FIELDS = set(SourceRequest.model_fields)  # what a request may ask of continuity
+_DEFAULT_SOURCES = SourceRequest().model_dump()
 SOURCE_REVOKED_ANSWER = PublicContent(
     text="This answer was not published: a source it relied on stopped being available to you while it was prepared.",
     limitations="Ask again to get an answer from the sources you can read now.",

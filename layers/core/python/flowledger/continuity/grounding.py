@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flowledger.chat.executors import Budget, RunCancelled
@@ -59,7 +59,6 @@ MAX_TABLES_PER_TURN = 5
 MAX_EVIDENCE_TOTAL_CHARS = 24_000  # what the answer model reads in all; Analyze All shares it out
 SEARCH_LIMIT = 4
 HISTORY_TITLE = "Previous answer"
-_READ_BY_SEARCH: SourceHow = "relevance"
 
 
 class TooManyTables(InvalidInput):
@@ -80,6 +79,9 @@ class Preflight:
 
     named: tuple[DocumentView, ...] = ()
     catalog: tuple[DocumentView, ...] | None = None
+    # The session's grounded refs when the preflight read them (include_prior), so the turn reads them once.
+    grounded: GroundedRefs | None = None
+    grounded_read: bool = False
 
 
 @dataclass
@@ -87,9 +89,8 @@ class Grounding:
     """What one turn was grounded on, how it was decided, and what the session will remember."""
 
     plan: SourcePlan
-    decision: str  # history | narrative | tabular | both
     reasons: tuple[str, ...]
-    engines_run: tuple[str, ...]
+    ran: tuple[str, ...]  # what ran, in order: "narrative", "tabular" and "search" (a search is narrative)
     evidence: list[EvidenceDocument]
     uses: list[SourceUse]
     refs: list[GroundedRef]
@@ -100,11 +101,22 @@ class Grounding:
     tabular_runs: list[dict[str, Any]] = field(default_factory=list)  # stored on the run for replay
 
     @property
+    def engines_run(self) -> tuple[str, ...]:
+        """The native engines that ran, sorted; a relevance search counts as the narrative engine."""
+        return tuple(sorted({"narrative" if engine == "search" else engine for engine in self.ran}))
+
+    @property
+    def decision(self) -> str:
+        """``history`` when no engine ran, else ``narrative``, ``tabular`` or ``both``."""
+        engines = self.engines_run
+        return {(): "history", ("narrative",): "narrative", ("tabular",): "tabular"}.get(engines, "both")
+
+    @property
     def source_context(self) -> SourceContext:
         return SourceContext(
             basis=self.plan.basis,
             decision=self.decision,
-            engines=[engine for engine in ("narrative", "tabular") if engine in self.engines_run],
+            engines=list(self.engines_run),
             sources=self.uses[:MAX_SOURCES_PER_TURN],
         )
 
@@ -116,13 +128,11 @@ class Grounding:
             "decision": self.decision,
             "reasons": list(self.reasons),
             "engines_run": list(self.engines_run),
-            "search": "search" in self.engines_run_detail,
+            "search": "search" in self.ran,
             "outcomes": list(self.outcomes),
             "sources": [use.model_dump(mode="json") for use in self.uses[:MAX_SOURCES_PER_TURN]],
             "tabular_plans": self.tabular_runs,
         }
-
-    engines_run_detail: tuple[str, ...] = ()  # the engines plus "search" when a relevance search ran
 
     def flow_outputs(self) -> dict[str, Any]:
         """What the reasoning flow's step records: fixed codes and counts only (no names, no text)."""
@@ -134,14 +144,14 @@ class Grounding:
             "source_reason": self.plan.reason.value,
             "decision": self.decision,
             "reasons": list(self.reasons),
-            "engines_run": list(self.engines_run_detail),
+            "engines_run": list(self.ran),
             "source_outcomes": counts,
             "reauthorisation": list(self.outcomes),
         }
 
     def summary(self) -> str:
         """A fixed-text summary of the decision for the reasoning flow."""
-        ran = ", ".join(self.engines_run_detail) or "no engine"
+        ran = ", ".join(self.ran) or "no engine"
         return f"Grounded the turn on {self.plan.basis} ({self.decision}); ran {ran}; {len(self.uses)} sources"
 
 
@@ -180,9 +190,10 @@ class ContinuityService:
             catalog = tuple(document for scope in scopes for document in self._live_documents(principal, scope))
             resolve_sources(request, (), catalog_size=len(catalog))
         tables = [document.document_id for document in (catalog or named) if document.kind not in NARRATIVE_KINDS]
+        grounded, grounded_read = None, False
         if request.include_prior and session_id is not None:
             # The prior tables an explicit selection merges in are computed on too: they count.
-            grounded = self._refs.get(principal.id, session_id)
+            grounded, grounded_read = self._refs.get(principal.id, session_id), True
             prior = grounded.refs if grounded else []
             tables += [r.document_id for r in prior if r.source_kind == "tabular" and r.document_id not in tables]
         if len(tables) > MAX_TABLES_PER_TURN:
@@ -190,7 +201,7 @@ class ContinuityService:
                 f"a turn computes on at most {MAX_TABLES_PER_TURN} tables and this one names {len(tables)}; "
                 "select fewer"
             )
-        return Preflight(named, catalog)
+        return Preflight(named, catalog, grounded, grounded_read)
 
     def _counted(self, scopes: list[str]) -> int:
         db, table = self._s.aws.dynamodb, self._s.aws.table_name("documents")
@@ -232,7 +243,10 @@ class ContinuityService:
     ) -> Generator[StatusCode, None, Grounding]:
         """Decide the turn's sources and run only the engines it needs; yields progress codes."""
         yield StatusCode.RESOLVING_SOURCES
-        grounded = self._refs.get(principal.id, session_id) if continuing else None
+        if preflight.grounded_read:
+            grounded = preflight.grounded
+        else:
+            grounded = self._refs.get(principal.id, session_id) if continuing else None
         plan = resolve_sources(
             request,
             grounded.refs if grounded else (),
@@ -428,7 +442,7 @@ class ContinuityService:
             except NotFound:
                 continue
             read = SourceRead(family, "narrative", "completed", 1.0)
-            turn.add(Evidence([_hit_evidence(family, hit.excerpt)], [read]), _READ_BY_SEARCH, rerun=False)
+            turn.add(Evidence([_hit_evidence(family, hit.excerpt)], [read]), "relevance", rerun=False)
 
     # ---- after the executor ----------------------------------------------------------------------
 
@@ -577,14 +591,10 @@ class _Turn:
             )
 
     def grounding(self) -> Grounding:
-        native = tuple(engine for engine in ("narrative", "tabular") if engine in self.engines)
-        ran = {*native, *(("narrative",) if "search" in self.engines else ())}
-        decision = {frozenset(): "history", frozenset({"narrative"}): "narrative", frozenset({"tabular"}): "tabular"}
         return Grounding(
             plan=self.plan,
-            decision=decision.get(frozenset(ran), "both"),
             reasons=tuple(dict.fromkeys(self.reasons)),
-            engines_run=tuple(sorted(ran)),
+            ran=tuple(self.engines),
             evidence=_shared_out(self.evidence),
             uses=self.uses,
             refs=list(self.refs.values()),
@@ -593,7 +603,6 @@ class _Turn:
             rewrite=self.rewrite,
             outcomes=tuple(outcome.reason.value for outcome in self.outcomes),
             tabular_runs=self.tabular_runs,
-            engines_run_detail=tuple(self.engines),
         )
 
 
@@ -602,10 +611,7 @@ def _shared_out(evidence: list[EvidenceDocument]) -> list[EvidenceDocument]:
     if not evidence:
         return evidence
     share = max(200, MAX_EVIDENCE_TOTAL_CHARS // len(evidence))
-    return [document if len(document.text) <= share else _cut(document, share) for document in evidence]
-
-
-def _cut(document: EvidenceDocument, length: int) -> EvidenceDocument:
-    from dataclasses import replace
-
-    return replace(document, text=document.text[:length])
+    return [
+        document if len(document.text) <= share else replace(document, text=document.text[:share])
+        for document in evidence
+    ]
