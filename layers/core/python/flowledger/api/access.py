@@ -7,8 +7,10 @@ need a SigV4-signed IAM principal, client paths a bearer token (and the scope th
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer, SecurityScheme
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.models import SecurityScheme
 
 
 class Access(StrEnum):
@@ -26,6 +28,10 @@ SIGV4_SCHEME = "sigv4"
 
 def security_schemes() -> dict[str, SecurityScheme]:
     """The two ways in, as OpenAPI security schemes."""
+    # Imported here: the OpenAPI models cost a REST function ~130 ms at import, and only the
+    # OpenAPI document (never a request) needs them.
+    from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, HTTPBearer
+
     return {
         BEARER_SCHEME: HTTPBearer(bearerFormat="JWT", description="RS256 JWT whose `scope` claim lists the scopes"),
         SIGV4_SCHEME: APIKey(

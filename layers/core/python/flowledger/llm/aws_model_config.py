@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from flowledger.config import Settings
 from flowledger.errors import UpstreamUnavailable
-from flowledger.llm.factory import ModelEndpoint
+from flowledger.llm.endpoint import ModelEndpoint
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
@@ -33,12 +33,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("flowledger.llm")
 # How long a failed read answers for itself before the next request tries AWS again.
 FAILURE_MEMORY_SECONDS = 30.0
-PUBLIC_MESSAGE = "the chat model is not available: its configuration could not be read; retry later"
+PUBLIC_MESSAGE = "the model is not available: its configuration could not be read; retry later"
 _MAX_MODEL_NAME = 200
 
 
 class ModelUnavailable(UpstreamUnavailable):
-    """The chat model's configuration could not be read: no turn can run until it can."""
+    """The model's configuration could not be read: no turn (or embedding) can run until it can."""
 
     code = "MODEL_UNAVAILABLE"
 
@@ -72,7 +72,7 @@ class ModelConfigReader:
             except _Unreadable as exc:
                 self._failures[names] = self._clock() + FAILURE_MEMORY_SECONDS
                 # One line, no traceback: the cause is a deployment's configuration, not a bug.
-                logger.error("chat model unavailable: %s (next read in %.0f s)", exc, FAILURE_MEMORY_SECONDS)
+                logger.error("model unavailable: %s (next read in %.0f s)", exc, FAILURE_MEMORY_SECONDS)
                 raise ModelUnavailable(PUBLIC_MESSAGE) from None
             self._failures.pop(names, None)
             return endpoint

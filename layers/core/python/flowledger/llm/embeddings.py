@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from flowledger.config import KnowledgeEmbeddingModel, PathwayEmbeddingModel, Settings
 from flowledger.knowledge.bm25 import tokenize
+from flowledger.llm.endpoint import ModelEndpoint, model_endpoint_for
 from flowledger.llm.ports import ModelTimeout, ModelTransportError
 
 DIMENSIONS = 128
@@ -49,20 +50,37 @@ class HashBucketEmbedding:
 
 
 class OpenAIEmbedding:
-    """``text-embedding-3-small`` shortened natively to 128 dimensions."""
+    """``text-embedding-3-small`` shortened natively to 128 dimensions.
+
+    The key and base URL come from ``endpoint`` on every call, so a deployment that keeps them in
+    Secrets Manager and SSM picks up a rotated key once the reader's cache has aged (the reader, not
+    this class, decides when AWS is called); a client is made once per distinct (key, base URL).
+    """
 
     name = "openai_text_3_small"
 
-    def __init__(self, api_key: str | None, base_url: str | None, timeout_seconds: float) -> None:
+    def __init__(self, endpoint: Callable[[], ModelEndpoint], timeout_seconds: float) -> None:
         import openai
 
         self._openai = openai
-        self._client = openai.OpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0)
+        self._endpoint = endpoint
+        self._clients: dict[tuple[str | None, str | None], Any] = {}
         self._timeout = timeout_seconds
 
+    def _client(self) -> Any:
+        endpoint = self._endpoint()
+        where = (endpoint.api_key, endpoint.base_url)
+        client = self._clients.get(where)
+        if client is None:
+            self._clients.clear()  # a rotated key's client is never used again
+            client = self._openai.OpenAI(api_key=where[0] or "not-needed", base_url=where[1], max_retries=0)
+            self._clients[where] = client
+        return client
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        client = self._client()
         try:
-            response = self._client.embeddings.create(
+            response = client.embeddings.create(
                 model="text-embedding-3-small", input=list(texts), dimensions=DIMENSIONS, timeout=self._timeout
             )
         except self._openai.APITimeoutError as exc:
@@ -70,6 +88,11 @@ class OpenAIEmbedding:
         except self._openai.APIConnectionError as exc:
             raise ModelTransportError("could not reach the embedding server") from exc
         return [list(item.embedding) for item in sorted(response.data, key=lambda item: item.index)]
+
+
+def _openai_embedding(settings: Settings) -> OpenAIEmbedding:
+    # The same endpoint as the chat model's: given directly, or read from Secrets Manager and SSM.
+    return OpenAIEmbedding(lambda: model_endpoint_for(settings), settings.model_timeout_seconds)
 
 
 class MiniLMEmbedding:
@@ -96,8 +119,7 @@ class MiniLMEmbedding:
 def pathway_embeddings_for(settings: Settings) -> EmbeddingModel:
     """The model PATHWAY_EMBEDDING_MODEL names (settings already refused unusable choices)."""
     if settings.pathway_embedding_model is PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL:
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        return OpenAIEmbedding(key, settings.openai_base_url, settings.model_timeout_seconds)
+        return _openai_embedding(settings)
     if settings.pathway_embedding_model is PathwayEmbeddingModel.MINILM_L6_V2:
         return MiniLMEmbedding()
     return HashBucketEmbedding()
@@ -108,6 +130,5 @@ def knowledge_embeddings_for(settings: Settings) -> EmbeddingModel | None:
     if settings.knowledge_embedding_model is KnowledgeEmbeddingModel.HASH_BUCKET_V1:
         return HashBucketEmbedding()
     if settings.knowledge_embedding_model is KnowledgeEmbeddingModel.OPENAI_TEXT_3_SMALL:
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        return OpenAIEmbedding(key, settings.openai_base_url, settings.model_timeout_seconds)
+        return _openai_embedding(settings)
     return None
