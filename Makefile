@@ -54,8 +54,12 @@ format: install
 synth: install  ## cdk.out, with the dependency layers built by pip from requirements/runtime.lock for the Lambda platform
 	$(BIN)/python infra/app.py
 
-# Layer sizes under Lambda's 250 MB, every handler importable from its own layers on $(LAMBDA_PYTHON).
+# Layer sizes under Lambda's 250 MB, every handler importable from its own layers on $(LAMBDA_PYTHON),
+# for both stages (a dev stage adds the locked-bucket emptier); cdk.out is left with the prod synth.
 synth-check: synth
+	CDK_CONTEXT_JSON='{"flowledger:stage":"dev"}' $(BIN)/python infra/app.py
+	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
+	$(BIN)/python infra/app.py
 	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
 
 bench: install

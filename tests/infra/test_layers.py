@@ -304,3 +304,12 @@ def test_check_fails_when_the_interpreter_is_not_the_functions_runtime(tmp_path:
     assembly = _assembly(tmp_path, "handler = print\n", {"helper.py": ""}, runtime="python3.14")
     result = _check(assembly)
     assert result.returncode == 1 and "the functions run python3.14" in result.stderr
+
+
+def test_check_leaves_cdks_own_node_handlers_alone_but_needs_a_python_function(tmp_path: Path) -> None:
+    # A dev stage's bucket auto-delete is CDK's Node.js handler: not imported, not a runtime mismatch.
+    assembly = _assembly(tmp_path, "handler = print\n", {"helper.py": ""}, runtime="nodejs24.x")
+    result = _check(assembly)
+    assert result.returncode == 1
+    assert "skipped: 1 nodejs24.x function(s) of CDK's own" in result.stdout
+    assert "no Python Lambda function in any stack" in result.stderr
