@@ -35,8 +35,9 @@ RUNTIME_LOCK = Path("requirements") / "runtime.lock"
 # boto3 is shipped, not taken from the runtime, so the deployed SDK is the one the tests ran.
 LAYER_ROOTS: dict[str, tuple[str, ...]] = {
     "base": ("aws-lambda-powertools", "aws-xray-sdk", "boto3", "pydantic", "pydantic-settings", "pyjwt", "rfc8785"),
-    # pathway embeddings and matching (the reasoning routes and the jobs)
-    "pathways": ("openai", "numpy"),
+    # pathway embeddings and matching (the reasoning routes and the jobs); httpx for Voyage's API (openai
+    # itself speaks through its own fork, httpx2)
+    "pathways": ("openai", "numpy", "httpx"),
     # document conversion (PDF, XLSX, Parquet through DuckDB) and knowledge embeddings
     "documents": ("openai", "duckdb", "openpyxl", "pypdf"),
     # the chat app: its server, the model, grounding on documents and pathways, the diagnosis agent

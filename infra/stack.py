@@ -19,6 +19,7 @@ from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
 from infra.constructs.model_config import EmbeddingModels, ModelAccess
 from infra.constructs.operations import Operations, Watched
+from infra.constructs.research_loop import ResearchLoopSwitches
 from infra.constructs.stage import StagePolicy
 from infra.constructs.trial_cleanup import LockedBucketCleanup
 
@@ -43,9 +44,11 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
 CHAT_ACCESS = DataAccess(
     read_tables=("knowledge", "workspaces", "documents"), write_tables=("runs",), read_buckets=("documents",)
 )
+# The jobs run the research agents too (the backlog consumer): they search the knowledge base and the
+# listed public workspaces, and record their flows' steps.
 JOBS_ACCESS = DataAccess(
-    read_tables=("steps",),
-    write_tables=("ledger", "flows", "backlog", "backlog_tickets", "claims_review", "pathways"),
+    read_tables=("knowledge", "workspaces"),
+    write_tables=("ledger", "flows", "steps", "backlog", "backlog_tickets", "claims_review", "pathways"),
     read_buckets=("checkpoints", "artifacts"),
     write_buckets=("checkpoints", "artifacts"),
 )
@@ -116,10 +119,11 @@ class FlowledgerStack(Stack):
         ContinuitySwitches.from_context(self.node).apply(chat.function)
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults, stage=stage)
         data.grant(jobs.function, JOBS_ACCESS)
+        ResearchLoopSwitches.from_context(self.node).apply(jobs.function)
         model = ModelAccess.from_context(self.node)
         EmbeddingModels.from_context(self.node, model).apply(
             model,
-            chat_functions=(chat.function,),
+            chat_functions=(chat.function, jobs.function),  # the chat, and the research agents in the jobs
             pathway_functions=(self.capability_functions["reasoning"], jobs.function),
             knowledge_functions=(self.capability_functions["documents"], chat.function),
         )

@@ -1,9 +1,10 @@
 """Checks a synthesized cloud assembly (``cdk.out``) before it is deployed.
 
-For every Python Lambda function of every stack (CDK's own Node.js handlers are skipped): each of its layers and all of them together with its code
-stay under Lambda's 250 MB unzipped limit, and its handler imports on the target Python from its own
-code folder and layers alone (a subprocess with ``-I -S``: no site-packages, no venv), as do the
-top-level packages its layers ship (the handlers import most of them lazily). Prints the sizes.
+For every Python Lambda function of every stack (CDK's own Node.js ones are skipped): each of its
+layers and all of them together with its code stay under Lambda's 250 MB unzipped limit, and its
+handler imports on the target Python from its own code folder and layers alone (a subprocess with
+``-I -S``: no site-packages, no venv), as do the top-level packages its layers ship (the handlers
+import most of them lazily). Prints the sizes.
 Exit status 1 with one line per failure; cdk-nag already ran in the synth.
 
     python scripts/check_assembly.py [--assembly cdk.out] [--python python3.11]

@@ -11,8 +11,9 @@ as literal values instead of the two parameters (every key optional, a JSON stri
 - ``baseUrl`` / ``model``: the values themselves (``OPENAI_BASE_URL`` / ``FLOWLEDGER_CHAT_MODEL``), no grant.
 
 The functions read the named values at run time (``flowledger.llm.aws_model_config``). Only the
-functions that call a model get the grants and the environment: the chat function, and those that embed
-with OpenAI when ``flowledger:embeddings`` says so (see :class:`EmbeddingModels`). Without context
+functions that call a model get the grants and the environment: the chat function, the jobs function
+(the research agents run in the backlog consumer), and those that embed with OpenAI when
+``flowledger:embeddings`` says so (see :class:`EmbeddingModels`). Without context
 nothing is granted or set, and the chat answers with the offline model.
 """
 

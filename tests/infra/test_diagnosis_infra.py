@@ -43,8 +43,10 @@ def chat_function(resources: dict[str, Any]) -> dict[str, Any]:
 
 def statements_by_role(resources: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {}
-    for policy in (v for v in resources.values() if v["Type"] == "AWS::IAM::Policy"):
-        for role in policy["Properties"]["Roles"]:
+    # A role whose inline policy outgrows IAM's size limit gets the rest as a managed "overflow" policy.
+    policies = (v for v in resources.values() if v["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"))
+    for policy in policies:
+        for role in policy["Properties"].get("Roles", []):
             found.setdefault(role["Ref"], []).extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return found
 

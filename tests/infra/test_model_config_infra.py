@@ -54,31 +54,39 @@ def model_statements(statements: list[dict[str, Any]]) -> list[tuple[list[str], 
     return picked
 
 
-def test_only_the_chat_function_may_read_exactly_the_named_secret_and_parameters(
+# The functions that call a chat model: the chat, and the jobs (the research agents run in the consumer).
+MODEL_CALLERS = ("ChatFunction", "JobsFunction")
+
+
+def test_only_the_model_callers_may_read_exactly_the_named_secret_and_parameters(
     configured: dict[str, Any],
 ) -> None:
     by_role = statements_by_role(configured)
-    chat_role = chat_function(configured)["Properties"]["Role"]["Fn::GetAtt"][0]
-    assert sorted(model_statements(by_role[chat_role])) == [
-        (["secretsmanager:GetSecretValue"], [SECRET]),
-        (["ssm:GetParameter"], sorted(PARAMETER_ARNS)),
-    ]
-    others = {role: model_statements(s) for role, s in by_role.items() if role != chat_role}
+    caller_roles = {
+        function["Properties"]["Role"]["Fn::GetAtt"][0]
+        for key, function in functions(configured).items()
+        if key.startswith(MODEL_CALLERS)
+    }
+    assert len(caller_roles) == len(MODEL_CALLERS)
+    for role in caller_roles:
+        assert sorted(model_statements(by_role[role])) == [
+            (["secretsmanager:GetSecretValue"], [SECRET]),
+            (["ssm:GetParameter"], sorted(PARAMETER_ARNS)),
+        ]
+    others = {role: model_statements(s) for role, s in by_role.items() if role not in caller_roles}
     assert {role: found for role, found in others.items() if found} == {}
 
 
-def test_the_chat_function_is_told_the_names_and_no_other_function_is(configured: dict[str, Any]) -> None:
+def test_the_model_callers_are_told_the_names_and_no_other_function_is(configured: dict[str, Any]) -> None:
     names = {
         "FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN": SECRET,
         "FLOWLEDGER_OPENAI_BASE_URL_PARAMETER": "/flowledger/base-url",
         "FLOWLEDGER_CHAT_MODEL_PARAMETER": "chat-model",
     }
-    chat = chat_function(configured)
-    variables = chat["Properties"]["Environment"]["Variables"]
-    assert {k: variables[k] for k in MODEL_VARIABLES & set(variables)} == names
-    for function in functions(configured).values():
-        if function is not chat:
-            assert not MODEL_VARIABLES & set(function["Properties"].get("Environment", {}).get("Variables", {}))
+    for key, function in functions(configured).items():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        told = {k: variables[k] for k in MODEL_VARIABLES & set(variables)}
+        assert told == (names if key.startswith(MODEL_CALLERS) else {}), key
 
 
 def test_without_context_nothing_is_granted_or_set(resources: dict[str, Any]) -> None:
@@ -178,7 +186,7 @@ def test_openai_embeddings_grant_the_model_to_exactly_the_functions_that_embed(e
         for prefix, function in by_prefix(embedding).items()
         if model_statements(by_role.get(function["Properties"]["Role"]["Fn::GetAtt"][0], []))
     }
-    assert granted == set(PATHWAY_EMBEDDERS + KNOWLEDGE_EMBEDDERS)
+    assert granted == set(PATHWAY_EMBEDDERS + KNOWLEDGE_EMBEDDERS + MODEL_CALLERS)
     for prefix in granted:  # once each: the chat function embeds and chats on one grant
         role = by_prefix(embedding)[prefix]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert sorted(model_statements(by_role[role])) == [
@@ -195,7 +203,7 @@ def test_each_embedding_function_is_told_its_model_and_the_model_names(embedding
             prefix in KNOWLEDGE_EMBEDDERS
         ), prefix
         told = variables.get("FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN") == SECRET
-        assert told == (prefix in PATHWAY_EMBEDDERS + KNOWLEDGE_EMBEDDERS), prefix
+        assert told == (prefix in PATHWAY_EMBEDDERS + KNOWLEDGE_EMBEDDERS + MODEL_CALLERS), prefix
 
 
 def test_by_default_the_embedders_run_the_offline_models(resources: dict[str, Any]) -> None:

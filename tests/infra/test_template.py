@@ -174,10 +174,15 @@ def test_the_app_synthesizes_with_every_finding_acknowledged(app: App) -> None:
     assert app.synth().get_stack_by_name("Flowledger").template["Resources"]
 
 
+def _policies(resources: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every role policy: inline, and the managed "overflow" ones CDK adds when an inline one outgrows IAM's limit."""
+    return [*of_type(resources, "AWS::IAM::Policy").values(), *of_type(resources, "AWS::IAM::ManagedPolicy").values()]
+
+
 def _actions_by_role(resources: dict[str, Any]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
-    for policy in of_type(resources, "AWS::IAM::Policy").values():
-        for role in policy["Properties"]["Roles"]:
+    for policy in _policies(resources):
+        for role in policy["Properties"].get("Roles", []):
             actions = found.setdefault(role["Ref"], set())
             for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
                 listed = statement["Action"]
@@ -233,8 +238,8 @@ def _key_statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]
     """The role's statements that name KMS actions."""
     return [
         statement
-        for policy in of_type(resources, "AWS::IAM::Policy").values()
-        if {"Ref": role} in policy["Properties"]["Roles"]
+        for policy in _policies(resources)
+        if {"Ref": role} in policy["Properties"].get("Roles", [])
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         if any(
             str(a).startswith("kms:")

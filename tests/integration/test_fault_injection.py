@@ -243,15 +243,18 @@ def test_kms_throttling_a_sealed_step_is_503_and_leaves_nothing(call: Call, serv
 EFFECT: dict[str, dict[str, int]] = {
     "open-flow": {"flows": 1, LEDGER: 1},
     "add-step": {"steps": 1, LEDGER: 1},
-    "close-flow": {LEDGER: 2, "pathways": 1},  # the close, then the pathway it extracts (its own audited write)
+    # The close, then the pathway it extracts with its counter shard (its own audited write).
+    "close-flow": {LEDGER: 2, "pathways": 2},
     "consent": {"consents": 1, LEDGER: 1},
-    "enqueue": {"backlog": 1, "backlog-tickets": 2, LEDGER: 1},  # the row, its ticket slot and the counter
+    # The row and its counter shard, its ticket slot and the ticket counter; the creation, then the operator's request.
+    "enqueue": {"backlog": 2, "backlog-tickets": 2, LEDGER: 2},
     "pull": {"backlog-tickets": -1, LEDGER: 1},  # the row flips in place and its slot is released
     "mark-claim": {"claims-review": 1, LEDGER: 1},
     "resolve-claim": {LEDGER: 1},  # the claim is updated in place
 }
-# When the answer is lost the request stops there: the close's pathway is extracted later, not now.
-LOST_ANSWER_EFFECT = {**EFFECT, "close-flow": {LEDGER: 1}}
+# When the answer is lost the request stops there: the close's pathway is extracted later, not now, and the
+# operator's request is recorded when the client retries with its key.
+LOST_ANSWER_EFFECT = {**EFFECT, "close-flow": {LEDGER: 1}, "enqueue": {"backlog": 2, "backlog-tickets": 2, LEDGER: 1}}
 
 
 def effect(services: Services, before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

@@ -39,3 +39,30 @@ def test_checkpoint_bucket_has_object_lock_and_the_rest_are_versioned(moto_servi
             assert lock["ObjectLockEnabled"] == "Enabled"
             retention = lock["Rule"]["DefaultRetention"]
             assert (retention["Mode"], retention["Days"]) == ("COMPLIANCE", spec.lock_days)
+
+
+def test_a_store_saved_before_an_index_existed_gets_it_with_its_items_readable(moto_services: Services) -> None:
+    """A dev server restored from an older data directory: the table is there, a newer index is not."""
+    from dataclasses import replace
+
+    from flowledger.store.provision import create_table
+
+    flows = next(spec for spec in TABLES if spec.name == "flows")
+    older = replace(flows, indexes=tuple(i for i in flows.indexes if i.name != "by_family"))
+    create_table(moto_services.aws, older)
+    name = moto_services.aws.table_name("flows")
+    client = moto_services.aws.dynamodb
+    client.put_item(
+        TableName=name,
+        Item={"flow_id": {"S": "fl_1"}, "trigger_type": {"S": "t"}, "closed_at": {"S": "2026-12-01T00:00:00Z"}},
+    )
+    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    indexes = {i["IndexName"] for i in client.describe_table(TableName=name)["Table"]["GlobalSecondaryIndexes"]}
+    assert indexes == {index.name for index in flows.indexes}
+    found = client.query(
+        TableName=name,
+        IndexName="by_family",
+        KeyConditionExpression="trigger_type = :t",
+        ExpressionAttributeValues={":t": {"S": "t"}},
+    )["Items"]
+    assert [item["flow_id"]["S"] for item in found] == ["fl_1"]

@@ -79,9 +79,10 @@ def test_consumer_is_off_by_default(services: Services) -> None:
 
 
 def test_without_a_dispatcher_rows_fail_voluntarily(services: Services) -> None:
+    # The job always has the research agents; a consumer built without any dispatcher fails rows.
     flags(services, research_auto_enqueue_enabled=True, backlog_consumer_enabled=True)
     row = on_research_result(services, result(hits=0))
-    outcome = run_job("backlog_consumer", services)
+    outcome = BacklogConsumer(services, dispatchers={}).run_once()
     assert (outcome["pulled"], outcome["failed_voluntary"]) == (1, 1)
     stored = Backlog(services).get(row.request_id)  # type: ignore[union-attr]
     assert stored is not None and (stored.status, stored.failure_reason) == (

@@ -58,7 +58,32 @@ def test_enqueue_is_idempotent_on_the_client_key(call: Call, services: Services)
     first = enqueue(call, "key-00000001")
     again = enqueue(call, "key-00000001")
     assert (first[0], again[0]) == (201, 200) and first[1]["request_id"] == again[1]["request_id"]
-    assert actions(services) == [("reasoning.research.deeper_request_created", ADMIN)]
+    # The row is created once; the operator's request is recorded each time, pinned to the principal.
+    assert actions(services) == [
+        ("admin.reasoning.research.deeper_requested", ADMIN),
+        ("admin.reasoning.research.deeper_requested", ADMIN),
+        ("reasoning.research.deeper_request_created", ADMIN),
+    ]
+    requested = [
+        e for c in services.ledger.chain_ids() for e in services.ledger.read_chain(c)
+        if e.action == "admin.reasoning.research.deeper_requested"
+    ]  # fmt: skip
+    assert sorted(e.payload["created"] for e in requested) == [False, True]
+    assert {e.subject for e in requested} == {f"backlog:{first[1]['request_id']}"}
+
+
+def test_a_producer_inside_an_agent_enqueues_without_the_operators_audit(services: Services) -> None:
+    Backlog(services).enqueue(
+        "system:researcher",
+        DeeperRequest(
+            idempotency_key="key-agent-001",
+            trigger_type="t",
+            trigger_ref="r",
+            reason=Reason.NO_EVIDENCE_HITS,
+            question_framing="q",
+        ),
+    )
+    assert actions(services) == [("reasoning.research.deeper_request_created", "system:researcher")]
 
 
 def test_pulls_are_fifo_filterable_and_null_when_empty(call: Call) -> None:
@@ -122,6 +147,26 @@ def test_claims_are_marked_once_listed_and_resolved_once(call: Call, services: S
     _, queue = call("GET", "/admin/v1/reasoning/claims-pending-review")
     assert queue["pending"] == [] and [c["claim_id"] for c in queue["recent_resolutions"]] == ["claim-42"]
     assert ("reasoning.claims_pending_review.resolved", ADMIN) in actions(services)
+
+
+def test_recently_resolved_is_the_last_ten_terminal_entries_of_the_past_day_newest_first(
+    call: Call, services: Services
+) -> None:
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    for n in range(13):
+        services.clock = lambda n=n: now + timedelta(hours=2 * n)  # type: ignore[misc]
+        claim = f"claim-{n:02d}"
+        call("POST", "/admin/v1/reasoning/claims-pending-review", {"claim_id": claim, "rejection_summary": "No"})
+        resolution = "resolved" if n % 2 else "dismissed"
+        assert call("PATCH", f"/admin/v1/reasoning/claims-pending-review/{claim}", {"resolution": resolution})[0] == 200
+    call("POST", "/admin/v1/reasoning/claims-pending-review", {"claim_id": "claim-open", "rejection_summary": "No"})
+    services.clock = lambda: now + timedelta(hours=25)
+    status, queue = call("GET", "/admin/v1/reasoning/claims-pending-review")
+    # Resolved within the past 24 h: hours 2..24 (claims 1..12); the ten newest, newest first.
+    assert status == 200 and [c["claim_id"] for c in queue["recent_resolutions"]] == [
+        f"claim-{n:02d}" for n in range(12, 2, -1)
+    ]
+    assert [c["claim_id"] for c in queue["pending"]] == ["claim-open"]
 
 
 def test_every_route_needs_an_iam_principal_before_its_body_is_validated(call: Call) -> None:

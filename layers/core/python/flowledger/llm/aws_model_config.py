@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from flowledger.config import Settings
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
 
 logger = logging.getLogger("flowledger.llm")
+T = TypeVar("T")
 # How long a failed read answers for itself before the next request tries AWS again.
 FAILURE_MEMORY_SECONDS = 30.0
 PUBLIC_MESSAGE = "the model is not available: its configuration could not be read; retry later"
@@ -63,19 +64,29 @@ class ModelConfigReader:
     def endpoint(self, settings: Settings) -> ModelEndpoint:
         """The endpoint with every value the settings name read from AWS (or from the cache)."""
         names = (settings.openai_api_key_secret_arn, settings.openai_base_url_parameter, settings.chat_model_parameter)
+        return self._remembering_failure(names, lambda: self._read(settings))
+
+    def secret(self, arn: str, variable: str, max_age: int) -> str:
+        """One secret's text (a key other than the chat model's), with the same cache and failure memory."""
+        return self._remembering_failure(
+            (arn,), lambda: self._value(lambda: self.secrets.get(arn, max_age=max_age), f"secret {arn} ({variable})")
+        )
+
+    def _remembering_failure(self, names: tuple[str | None, ...], read: Callable[[], T]) -> T:
+        """``read()``, or :class:`ModelUnavailable` (logged once) while a failed read of ``names`` is remembered."""
         with self._lock:  # one reader per process; two first requests must not both call and both log
             retry_after = self._failures.get(names)
             if retry_after is not None and self._clock() < retry_after:
                 raise ModelUnavailable(PUBLIC_MESSAGE)
             try:
-                endpoint = self._read(settings)
+                value = read()
             except _Unreadable as exc:
                 self._failures[names] = self._clock() + FAILURE_MEMORY_SECONDS
                 # One line, no traceback: the cause is a deployment's configuration, not a bug.
                 logger.error("model unavailable: %s (next read in %.0f s)", exc, FAILURE_MEMORY_SECONDS)
                 raise ModelUnavailable(PUBLIC_MESSAGE) from None
             self._failures.pop(names, None)
-            return endpoint
+            return value
 
     def _read(self, settings: Settings) -> ModelEndpoint:
         max_age = settings.model_config_max_age_seconds
@@ -151,3 +162,10 @@ def reader_for(region: str, endpoint_url: str | None) -> ModelConfigReader:
 def endpoint_from_aws(settings: Settings) -> ModelEndpoint:
     """The chat model's endpoint with the named values read from AWS; :class:`ModelUnavailable` if one cannot be."""
     return reader_for(settings.aws_region, settings.aws_endpoint_url).endpoint(settings)
+
+
+def voyage_key_from_aws(settings: Settings) -> str:
+    """The Voyage key in the secret FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN names; ``ModelUnavailable`` if unreadable."""
+    arn = settings.voyage_api_key_secret_arn or ""
+    reader = reader_for(settings.aws_region, settings.aws_endpoint_url)
+    return reader.secret(arn, "FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN", settings.model_config_max_age_seconds)

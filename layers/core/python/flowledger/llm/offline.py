@@ -109,6 +109,11 @@ class OfflineChatModel:
             from flowledger.llm.offline_continuity import plan_table_query
 
             return Reply(data=plan_table_query(request), model=NAME)
+        if schema.name in ("claim_check", "family_recommendation"):
+            from flowledger.llm.offline_research import check_claim, recommend_for_family
+
+            rule = check_claim if schema.name == "claim_check" else recommend_for_family
+            return Reply(data=rule(request), model=NAME)
         raise ModelInvalidOutput(f"the offline model has no rule for {schema.name!r}")
 
     def _chat(self, query: str) -> str:

@@ -121,6 +121,7 @@ def start_local_stack(
                 "jwt_audience": LOCAL_AUDIENCE,
                 "cors_origins": f"{base_url},http://localhost:{port}",
                 **local_continuity_default(os.environ),
+                **local_research_defaults(os.environ),
                 **settings_overrides,
             }
         )
@@ -307,6 +308,22 @@ def _log_requests() -> None:
         logger.propagate = False
 
 
+# The research loop runs locally as it would in a deployment that turned it on: the agents' flows
+# are recorded, their weak results and rejected claims enqueue, and the consumer job dispatches them.
+RESEARCH_LOOP_VARIABLES = {
+    "REASONING_FLOW_CAPTURE_ENABLED": "reasoning_flow_capture_enabled",
+    "RESEARCH_AUTO_ENQUEUE_ENABLED": "research_auto_enqueue_enabled",
+    "CRITIC_AUTO_ENQUEUE_ENABLED": "critic_auto_enqueue_enabled",
+    "BACKLOG_CONSUMER_ENABLED": "backlog_consumer_enabled",
+}
+
+
+def local_research_defaults(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Each research-loop flag on for the local server, unless its variable is set (then it decides)."""
+    named = {name.upper() for name in environ}
+    return {field: True for variable, field in RESEARCH_LOOP_VARIABLES.items() if variable not in named}
+
+
 def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
     settings = stack.services.settings
     credentials = directory.admin_credentials()
@@ -328,6 +345,7 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
         f"  model            {model}",
         f'  demo incident    logs, database and runbook: try `flowledger chat "{DEMO_QUESTION}"`',
         _continuity_line(settings.enable_mixed_source_conversation_continuity),
+        _research_line(settings),
         *_demo_table_lines(stack.demo_table, directory),
         f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
         f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"
@@ -337,6 +355,14 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
         "Ctrl-C stops everything.",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _research_line(settings: Settings) -> str:
+    off = [v for v, field in RESEARCH_LOOP_VARIABLES.items() if not getattr(settings, field)]
+    how = "on: flows recorded, weak results enqueued, the backlog consumer dispatches to the agents"
+    if off:
+        how = f"partly off ({', '.join(off)} false)"
+    return f"  research loop    {how}"
 
 
 def _continuity_line(enabled: bool) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from flowledger.errors import ConditionFailed
 from flowledger.ledger.events import AuditEntry, timestamp
 from flowledger.pathways.models import Extraction, Pathway
+from flowledger.pathways.stats import Counted, counters_of, moved
 from flowledger.pathways.store import PathwayStore, pathway_id_for
 from flowledger.reasoning.models import FlowView
 from flowledger.services import Services
@@ -56,6 +57,7 @@ class PathwayExtractor:
     def __init__(self, services: Services) -> None:
         self._s = services
         self._store = PathwayStore.of(services)
+        self._counters = counters_of(services)
 
     def extract(self, flow: FlowView, steps: Sequence[dict[str, Any]], actor: str) -> Extraction:
         """Create the flow's pathway if it qualifies (``reasoning.pathway.extracted`` or ``.skipped``)."""
@@ -97,7 +99,8 @@ class PathwayExtractor:
                             "Item": items.to_item(pathway.model_dump(mode="json")),
                             "ConditionExpression": "attribute_not_exists(pathway_id)",
                         }
-                    }
+                    },
+                    *self._counters.update_item(moved(None, Counted.of(pathway)), pathway_id),
                 ],
             )
         except ConditionFailed:

@@ -12,6 +12,7 @@ from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.pathways.matcher import query_text
 from flowledger.pathways.models import Pathway
 from flowledger.pathways.snapshot import SnapshotRows, SnapshotStore
+from flowledger.pathways.stats import Counted, counters_of, moved
 from flowledger.pathways.store import PathwayStore, pack_vector, to_pathway
 from flowledger.services import Services
 from flowledger.store.decoding import Skips
@@ -109,6 +110,9 @@ def _backfill(services: Services) -> dict[str, int]:
 
 
 def _store_embedding(services: Services, store: PathwayStore, pathway: Pathway, model: str, packed: bytes) -> bool:
+    # Conditional on the model it had when read, so the counters move from that model to this one.
+    previous = pathway.embedding_model
+    embedded = Counted.of(pathway.model_copy(update={"embedding_model": model}))
     try:
         services.ledger.append(
             AuditEntry(
@@ -123,21 +127,21 @@ def _store_embedding(services: Services, store: PathwayStore, pathway: Pathway, 
                         "TableName": store.table,
                         "Key": {"pathway_id": {"S": pathway.pathway_id}},
                         "UpdateExpression": "SET embedding = :v, embedding_model = :m, changed_at = :now",
-                        "ConditionExpression": (
-                            "attribute_exists(pathway_id) AND attribute_not_exists(demoted_at)"
-                            " AND (attribute_not_exists(embedding_model) OR embedding_model <> :m)"
-                        ),
+                        "ConditionExpression": "attribute_exists(pathway_id) AND attribute_not_exists(demoted_at) AND "
+                        + ("attribute_not_exists(embedding_model)" if previous is None else "embedding_model = :was"),
                         "ExpressionAttributeValues": {
                             ":v": {"B": packed},
                             ":m": {"S": model},
                             ":now": {"S": timestamp(services.clock())},
+                            **({":was": {"S": previous}} if previous is not None else {}),
                         },
                     }
-                }
+                },
+                *counters_of(services).update_item(moved(Counted.of(pathway), embedded), pathway.pathway_id),
             ],
         )
     except ConditionFailed:
-        return False  # demoted meanwhile, or another run embedded it first
+        return False  # demoted meanwhile, or another run embedded it first (the next run sees which)
     return True
 
 
@@ -181,6 +185,7 @@ def _decay(services: Services) -> dict[str, int]:
 
 def _demote(services: Services, store: PathwayStore, pathway: Pathway, reason: str) -> bool:
     now = services.clock()
+    model = pathway.embedding_model
     age_days = int((now - parse_timestamp(pathway.created_at)).total_seconds() // 86400)
     try:
         services.ledger.append(
@@ -201,16 +206,25 @@ def _demote(services: Services, store: PathwayStore, pathway: Pathway, reason: s
                     "Update": {
                         "TableName": store.table,
                         "Key": {"pathway_id": {"S": pathway.pathway_id}},
-                        "UpdateExpression": "SET demoted_at = :now, demotion_reason = :reason, changed_at = :now",
-                        # Not if it was hit since it was read: a reuse keeps it.
-                        "ConditionExpression": "attribute_not_exists(demoted_at) AND hit_count = :seen",
+                        # Out of the top-hits index too: a demoted pathway is no longer reused.
+                        "UpdateExpression": (
+                            "SET demoted_at = :now, demotion_reason = :reason, changed_at = :now REMOVE hit_shard"
+                        ),
+                        # Not if it was hit since it was read: a reuse keeps it. And only with the model it
+                        # was read with, so the counters take it from that model.
+                        "ConditionExpression": "attribute_not_exists(demoted_at) AND hit_count = :seen AND "
+                        + ("attribute_not_exists(embedding_model)" if model is None else "embedding_model = :model"),
                         "ExpressionAttributeValues": {
                             ":now": {"S": timestamp(now)},
                             ":reason": {"S": reason},
                             ":seen": {"N": str(pathway.hit_count)},
+                            **({":model": {"S": model}} if model is not None else {}),
                         },
                     }
-                }
+                },
+                *counters_of(services).update_item(
+                    moved(Counted.of(pathway), Counted.of(pathway)._replace(active=False)), pathway.pathway_id
+                ),
             ],
         )
     except ConditionFailed:

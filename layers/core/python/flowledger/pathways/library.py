@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from flowledger.errors import ConditionFailed, Conflict, InvalidInput, NotFound
+from flowledger.errors import ConditionFailed, Conflict, InvalidInput, LedgerContention, NotFound
 from flowledger.ledger.events import AuditEntry, timestamp
 from flowledger.pathways.matcher import PathwayMatcher, view_of
-from flowledger.pathways.models import AxisDelta, Comparison, MatchResult, PathwayView, Stats, TopHit
-from flowledger.pathways.radar import HIGH_HITS, family_maturity_score, maturity_of, recency_score
+from flowledger.pathways.models import AxisDelta, Comparison, MatchResult, Pathway, PathwayView, Stats
+from flowledger.pathways.radar import HIGH_HITS, family_maturity_score, recency_score
 from flowledger.pathways.snapshot import SnapshotStore
+from flowledger.pathways.stats import Counted, PathwayStats, counters_of, hit_shard_of, moved
 from flowledger.pathways.store import PathwayStore
 from flowledger.reasoning.dimensions import AXES, NEUTRAL
 from flowledger.services import Services
 
 POSITIVE_AXES = tuple(axis for axis in AXES if axis != "risk")
-TOP_HITS = 5
+HIT_ATTEMPTS = 4  # a blind try, a read, the counted try, a blind try again: one crossing per pathway
 
 
 class PathwayLibrary:
@@ -26,6 +25,7 @@ class PathwayLibrary:
         self._s = services
         self.store = PathwayStore.of(services)
         self.snapshots = SnapshotStore.of(services)
+        self._counters = counters_of(services)
 
     def matcher(self) -> PathwayMatcher:
         return PathwayMatcher(self.store, self.snapshots, self._s.pathway_embeddings, self._s.clock)
@@ -44,28 +44,62 @@ class PathwayLibrary:
         return result
 
     def hit(self, actor: str, pathway_id: str) -> PathwayView:
-        """A pathway was reused: hit_count + 1 and last_hit_at now, atomically (``reasoning.pathway.hit``)."""
+        """A pathway was reused: hit_count + 1 and last_hit_at now, atomically (``reasoning.pathway.hit``).
+
+        A hit is a blind increment, unless it is the one that lifts the pathway to ``HIGH_HITS``: that
+        hit also counts the family's high-hit pathway, so it is conditional on the count it lifts. The
+        first attempt assumes it is not that hit; when the condition says it is, the pathway is read and
+        the counted hit tried. Each failed attempt means another hit landed, and only one hit ever
+        crosses, so a few attempts always suffice.
+        """
         now = timestamp(self._s.clock())
-        try:
-            self._s.ledger.append(
-                AuditEntry(action="reasoning.pathway.hit", actor=actor, subject=f"pathway:{pathway_id}"),
-                [
-                    {
-                        "Update": {
-                            "TableName": self.store.table,
-                            "Key": {"pathway_id": {"S": pathway_id}},
-                            "UpdateExpression": "ADD hit_count :one SET last_hit_at = :now, changed_at = :now",
-                            "ConditionExpression": "attribute_exists(pathway_id) AND attribute_not_exists(demoted_at)",
-                            "ExpressionAttributeValues": {":one": {"N": "1"}, ":now": {"S": now}},
-                        }
-                    }
-                ],
+        crossing: Pathway | None = None  # the pathway as read, when this hit lifts it to HIGH_HITS
+        for _ in range(HIT_ATTEMPTS):
+            edge = {":edge": {"N": str(HIGH_HITS - 1)}}
+            condition = "attribute_exists(pathway_id) AND attribute_not_exists(demoted_at) AND " + (
+                "hit_count = :edge" if crossing else "(attribute_not_exists(hit_count) OR hit_count <> :edge)"
             )
-        except ConditionFailed:
-            if self.store.get(pathway_id) is None:
-                raise NotFound(f"no pathway {pathway_id}") from None
-            raise Conflict(f"pathway {pathway_id} is demoted; it cannot be reused") from None
-        return self.view(pathway_id)
+            counted = (
+                self._counters.update_item(
+                    moved(Counted.of(crossing), Counted.of(crossing.model_copy(update={"hit_count": HIGH_HITS}))),
+                    pathway_id,
+                )
+                if crossing
+                else []
+            )
+            try:
+                self._s.ledger.append(
+                    AuditEntry(action="reasoning.pathway.hit", actor=actor, subject=f"pathway:{pathway_id}"),
+                    [
+                        {
+                            "Update": {
+                                "TableName": self.store.table,
+                                "Key": {"pathway_id": {"S": pathway_id}},
+                                "UpdateExpression": (
+                                    "ADD hit_count :one SET last_hit_at = :now, changed_at = :now, hit_shard = :shard"
+                                ),
+                                "ConditionExpression": condition,
+                                "ExpressionAttributeValues": {
+                                    ":one": {"N": "1"},
+                                    ":now": {"S": now},
+                                    ":shard": {"S": hit_shard_of(pathway_id)},
+                                    **edge,
+                                },
+                            }
+                        },
+                        *counted,
+                    ],
+                )
+            except ConditionFailed:
+                found = self.store.get(pathway_id)
+                if found is None:
+                    raise NotFound(f"no pathway {pathway_id}") from None
+                if not found[0].active:
+                    raise Conflict(f"pathway {pathway_id} is demoted; it cannot be reused") from None
+                crossing = found[0] if found[0].hit_count == HIGH_HITS - 1 else None
+                continue
+            return self.view(pathway_id)
+        raise LedgerContention(f"pathway {pathway_id} kept changing under the hit; nothing was written, retry")
 
     def view(self, pathway_id: str) -> PathwayView:
         found = self.store.get(pathway_id)
@@ -74,42 +108,8 @@ class PathwayLibrary:
         return view_of(found[0], self._s.clock())
 
     def stats(self) -> Stats:
-        """Counts over the whole library (one scan that reads only the counted attributes)."""
-        total = active = embedded = demoted = 0
-        by_model: Counter[str] = Counter()
-        by_type: Counter[str] = Counter()
-        high_hits: Counter[str] = Counter()
-        families: set[str] = set()
-        hit: list[tuple[int, str, str]] = []  # (hits, id, trigger type) of every pathway reused at least once
-        for item in self.store.scan("pathway_id, trigger_type, demoted_at, hit_count, embedding_model"):
-            total += 1
-            trigger_type = item["trigger_type"]["S"]
-            families.add(trigger_type)
-            if "demoted_at" in item:
-                demoted += 1
-                continue
-            active += 1
-            by_type[trigger_type] += 1
-            hits = int(item.get("hit_count", {}).get("N", "0"))
-            high_hits[trigger_type] += hits >= HIGH_HITS
-            if "embedding_model" in item:
-                embedded += 1
-                by_model[item["embedding_model"]["S"]] += 1
-            if hits:
-                hit.append((hits, item["pathway_id"]["S"], trigger_type))
-        return Stats(
-            total=total,
-            active=active,
-            embedded=embedded,
-            by_model=dict(sorted(by_model.items())),
-            by_trigger_type=dict(sorted(by_type.items())),
-            maturity_by_trigger_type={f: maturity_of(by_type[f], high_hits[f]) for f in sorted(families)},
-            demoted=demoted,
-            top_hits=[
-                TopHit(pathway_id=pathway_id, trigger_type=trigger_type, hit_count=hits)
-                for hits, pathway_id, trigger_type in heapq.nsmallest(TOP_HITS, hit, key=lambda h: (-h[0], h[1]))
-            ],
-        )
+        """Counts over the whole library, from its counters and the top-hits index (``pathways/stats.py``)."""
+        return PathwayStats(self._s).stats()
 
     def read_stats(self, actor: str) -> Stats:
         stats = self.stats()

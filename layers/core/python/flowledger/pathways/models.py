@@ -119,4 +119,7 @@ class Stats(BaseModel):
     by_trigger_type: dict[str, int]
     maturity_by_trigger_type: dict[str, Maturity]
     demoted: int
-    top_hits: list[TopHit]
+    top_hits: list[TopHit] = Field(description="the most reused active pathways; among equal counts, by id")
+    degraded_models: list[str] = Field(
+        default_factory=list, description="the models of by_model whose vectors are a degraded form"
+    )

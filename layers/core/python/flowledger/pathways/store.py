@@ -9,6 +9,7 @@ from typing import Any
 
 from flowledger.pathways.models import Pathway
 from flowledger.services import Services
+from flowledger.store.counters import KEY_PREFIX
 from flowledger.store.decoding import decoded, key_of
 from flowledger.store.paging import query_items, scan_items
 
@@ -80,9 +81,18 @@ class PathwayStore:
                 pending = response.get("UnprocessedKeys") or {}
         return found
 
-    def scan(self, projection: str | None = None) -> Iterator[dict[str, Any]]:
-        """Every stored item (only the ``projection`` attributes, when given), page by page."""
-        request: dict[str, Any] = {"TableName": self.table}
+    def scan(self, projection: str | None = None, consistent: bool = False) -> Iterator[dict[str, Any]]:
+        """Every stored pathway item (only the ``projection`` attributes, when given), page by page.
+
+        The library's counter items share the table and are left out.
+        """
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "ConsistentRead": consistent,
+            "FilterExpression": "NOT begins_with(#key, :counters)",
+            "ExpressionAttributeNames": {"#key": "pathway_id"},
+            "ExpressionAttributeValues": {":counters": {"S": KEY_PREFIX}},
+        }
         if projection:
             request["ProjectionExpression"] = projection
         return scan_items(self._db, request)

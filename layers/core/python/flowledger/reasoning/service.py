@@ -421,6 +421,24 @@ class FlowService:
         last = response.get("LastEvaluatedKey")
         return FlowPage(flows=flows, next_cursor=_encode_cursor(last) if last else None)
 
+    def closed_flows_of_family(self, trigger_type: str, since: str, limit: int) -> list[FlowView]:
+        """The most recent closed flows of one trigger type closed at or after ``since``, newest first.
+
+        One bounded query of the sparse ``by_family`` index (only closed flows carry ``closed_at``); its
+        projection holds what a family's aggregate needs, so no flow is read again. An item that cannot
+        be decoded is logged and passed over.
+        """
+        request: dict[str, Any] = {
+            "TableName": self._flows,
+            "IndexName": "by_family",
+            "KeyConditionExpression": "trigger_type = :t AND closed_at >= :since",
+            "ExpressionAttributeValues": {":t": {"S": trigger_type}, ":since": {"S": since}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        found = self._db.query(**request).get("Items", [])
+        return list(Skips("family_flows").readable(found, _family_flow))
+
     # ---- helpers -----------------------------------------------------------------------------
 
     def _flow(self, flow_id: str) -> FlowView:
@@ -554,3 +572,8 @@ def _decode_cursor(cursor: str, trace_id: str) -> dict[str, Any]:
     ):
         raise InvalidInput("cursor is not one this API returned")
     return items.to_item(key)
+
+
+def _family_flow(item: dict[str, Any]) -> FlowView:
+    flow_id = key_of(item, "flow_id")
+    return decoded(item, FlowView.model_validate, f"flow {flow_id}", flow_id)

@@ -6,6 +6,9 @@ so consumers never race for the same row and each one's pulls follow enqueue ord
 filtered by trigger type reads the oldest pending rows of that type from the status index and
 flips the first it wins. Exactly-once holds either way: a flip is conditional on the row being
 pending.
+
+Each status change also moves the backlog's counters (``backlog_stats.py``) in its own transaction,
+so the observability view reads a fixed number of items however many rows there are.
 """
 
 from __future__ import annotations
@@ -14,32 +17,23 @@ import contextlib
 import hashlib
 import itertools
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 from flowledger.errors import BacklogContention, ConditionFailed, Conflict, LedgerContention, NotFound
-from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
-from flowledger.research.health import loop_health
-from flowledger.research.models import (
-    BacklogRow,
-    BacklogStatus,
-    BacklogView,
-    Completion,
-    DeeperRequest,
-    RecentFailure,
-)
+from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.research.backlog_stats import BacklogStats, counters_of, moved, row_of
+from flowledger.research.models import BacklogRow, BacklogStatus, BacklogView, Completion, DeeperRequest
 from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.backoff import backoff_seconds
-from flowledger.store.decoding import Skips, decoded, key_of
+from flowledger.store.decoding import Skips
 from flowledger.store.paging import query_items
 
 CANDIDATES_PER_QUERY = 8
-RECENT_WINDOW = timedelta(hours=24)
-RECENT_FAILURES_SHOWN = 10
+COMPLETE_ATTEMPTS = 4  # a complete re-reads when the row was recovered and dispatched again meanwhile
 TICKET_ATTEMPTS = 12  # concurrent enqueues race for the next ticket number; each retry backs off
 # Each pause is jittered up to 2 ms * 2**attempt, capped here, and none follows the last attempt: at most
 # TICKET_MAX_WAIT_SECONDS (about 1.3 s) of sleeping before BacklogContention, well inside a request's budget.
@@ -64,6 +58,7 @@ class Backlog:
         self._db = services.aws.dynamodb
         self._table = services.aws.table_name("backlog")
         self._tickets = TicketQueue(self._db, services.aws.table_name("backlog_tickets"))
+        self._counters = counters_of(services)
 
     # ---- producer ---------------------------------------------------------------------------------
 
@@ -81,6 +76,7 @@ class Backlog:
                 strategy=strategy,
                 ticket=ticket,
                 ticketed_at=now,
+                status_changed_at=now,
                 **body.model_dump(exclude={"idempotency_key"}),
             )
             entry = AuditEntry(
@@ -102,16 +98,38 @@ class Backlog:
             }
             return entry, [put], row
 
+        counted = self._counters.update_item(moved(None, (BacklogStatus.PENDING, 0)), request_id)
         try:
-            return self._write_with_ticket(write), True
+            return self._write_with_ticket(write, counted), True
         except ConditionFailed:
             existing = self.get(request_id)
             if existing is None:  # pragma: no cover - a row is never deleted before its TTL
                 raise
             return existing, False
 
-    def _write_with_ticket(self, write: TicketedWrite) -> BacklogRow:
+    def request_deeper(self, actor: str, body: DeeperRequest) -> tuple[BacklogRow, bool]:
+        """An operator asks for deeper research: the enqueue, then ``admin.reasoning.research.deeper_requested``.
+
+        The admin event records the operator's request itself, pinned to their principal, on a replayed
+        key too (``created`` false); producers inside agents call :meth:`enqueue` and emit none. It is a
+        second transaction after the enqueue's, since the ledger seals one event per transaction: if it
+        fails the row stands, and the client's retry with the same key replays the row and records it.
+        """
+        row, created = self.enqueue(actor, body)
+        self._s.ledger.append(
+            AuditEntry(
+                action="admin.reasoning.research.deeper_requested",
+                actor=actor,
+                subject=f"backlog:{row.request_id}",
+                payload={"created": created, "trigger_type": body.trigger_type, "reason": body.reason.value},
+            )
+        )
+        return row, created
+
+    def _write_with_ticket(self, write: TicketedWrite, counted: list[dict[str, Any]]) -> BacklogRow:
         """Run a write that puts a row in the queue, with the next ticket number; retried when another takes it.
+
+        ``counted`` (its counter update, without a condition) goes last, after the ticket's items.
 
         At most ``TICKET_ATTEMPTS`` attempts with a jittered pause between two (never after the last), so
         the total wait is bounded by ``TICKET_MAX_WAIT_SECONDS``.
@@ -123,7 +141,8 @@ class Backlog:
             issued, _ = self._tickets.counter()
             entry, own, row = write(issued + 1)
             try:
-                self._s.ledger.append(entry, [*own, *self._tickets.issue_items(issued, _row_item(row), expires)])
+                ticket_items = self._tickets.issue_items(issued, _row_item(row), expires)
+                self._s.ledger.append(entry, [*own, *ticket_items, *counted])
             except ConditionFailed as failed:
                 if failed.index < len(own):
                     raise
@@ -227,7 +246,10 @@ class Backlog:
                         "Update": {
                             "TableName": self._table,
                             "Key": {"request_id": {"S": request_id}},
-                            "UpdateExpression": "SET #s = :dispatched, dispatched_at = :now, dispatched_to = :actor",
+                            "UpdateExpression": (
+                                "SET #s = :dispatched, dispatched_at = :now, dispatched_to = :actor,"
+                                " status_changed_at = :now"
+                            ),
                             # The row still holds the ticket read (so the slot deleted is its own).
                             "ConditionExpression": "#s = :pending AND "
                             + ("ticket = :ticket" if candidate.ticket else "attribute_not_exists(ticket)"),
@@ -242,59 +264,65 @@ class Backlog:
                         }
                     },
                     *([self._tickets.release_item(candidate.ticket)] if candidate.ticket else []),
+                    *self._counters.update_item(
+                        moved(
+                            (BacklogStatus.PENDING, candidate.retry_count),
+                            (BacklogStatus.DISPATCHED, candidate.retry_count),
+                        ),
+                        request_id,
+                    ),
                 ],
             )
         except ConditionFailed:
             return None  # another consumer won it: try the next candidate
         # The slot and the index hold the whole row, so the pulled row needs no second read.
         return candidate.model_copy(
-            update={"status": BacklogStatus.DISPATCHED, "dispatched_at": now, "dispatched_to": actor}
+            update={
+                "status": BacklogStatus.DISPATCHED,
+                "dispatched_at": now,
+                "dispatched_to": actor,
+                "status_changed_at": now,
+            }
         )
 
     def complete(self, actor: str, request_id: str, body: Completion) -> BacklogRow:
-        """Close a dispatched row: completed (with its flow id) or, with ``error``, failed_voluntary."""
+        """Close a dispatched row: completed (with its flow id) or, with ``error``, failed_voluntary.
+
+        The row is read first: its counters move by its retry count, and the close is conditional on
+        the very dispatch read (``dispatched_at``), so the row returned is the row stored.
+        """
         failed = body.error is not None
         status = BacklogStatus.FAILED_VOLUNTARY if failed else BacklogStatus.COMPLETED
-        updates = {":flow": body.flow_id, ":reason": body.error}
-        extra = ", ".join(
-            f"{name} = {placeholder}"
-            for name, placeholder in (("completed_flow_id", ":flow"), ("failure_reason", ":reason"))
-            if updates[placeholder]
-        )
-        try:
-            self._terminate(
-                request_id,
-                status,
-                actor,
-                "dispatched",
-                extra,
-                {k: v for k, v in updates.items() if v},
-                payload={"failed": failed},
-            )
-        except ConditionFailed:
+        fields = {"completed_flow_id": body.flow_id, "failure_reason": body.error}
+        for _ in range(COMPLETE_ATTEMPTS):
             row = self.get(request_id)
             if row is None:
-                raise NotFound(f"no backlog request {request_id}") from None
-            raise Conflict(
-                f"request {request_id} is {row.status.value}; only a dispatched request can be completed"
-            ) from None
-        row = self.get(request_id)
-        assert row is not None
-        return row
+                raise NotFound(f"no backlog request {request_id}")
+            if row.status is not BacklogStatus.DISPATCHED:
+                break
+            try:
+                return self._terminate(row, status, actor, {k: v for k, v in fields.items() if v}, {"failed": failed})
+            except ConditionFailed:
+                continue  # recovered (and perhaps dispatched again) since the read: read it again
+        else:
+            row = self.get(request_id)
+            assert row is not None  # a row is never deleted before its TTL
+        raise Conflict(f"request {request_id} is {row.status.value}; only a dispatched request can be completed")
 
     def _terminate(
         self,
-        request_id: str,
+        seen: BacklogRow,
         status: BacklogStatus,
         actor: str,
-        expected: str,
-        extra: str,
-        extra_values: dict[str, Any],
+        fields: dict[str, Any],
         payload: dict[str, Any],
-    ) -> None:
+    ) -> BacklogRow:
+        """Close ``seen`` (a dispatched row, as read) with ``status``; ConditionFailed if it moved since."""
         now = self._s.clock()
+        at = timestamp(now)
         expires = int((now + timedelta(days=self._s.settings.backlog_retention_days)).timestamp())
-        update = "SET #s = :status, completed_at = :now, expires_at = :expires" + (f", {extra}" if extra else "")
+        closed = {"status": status, "completed_at": at, "expires_at": expires, "status_changed_at": at, **fields}
+        assignments = ", ".join(f"{'#s' if name == 'status' else name} = :{name}" for name in closed)
         action = {
             BacklogStatus.COMPLETED: "completed",
             BacklogStatus.FAILED_VOLUNTARY: "failed_voluntary",
@@ -304,30 +332,34 @@ class Backlog:
             AuditEntry(
                 action=f"reasoning.research.backlog.{action}",
                 actor=actor,
-                subject=f"backlog:{request_id}",
+                subject=f"backlog:{seen.request_id}",
                 payload=payload,
             ),
             [
                 {
                     "Update": {
                         "TableName": self._table,
-                        "Key": {"request_id": {"S": request_id}},
-                        "UpdateExpression": update,
-                        "ConditionExpression": "#s = :expected",
+                        "Key": {"request_id": {"S": seen.request_id}},
+                        "UpdateExpression": f"SET {assignments}",
+                        # The same dispatch as read: its retry count is the one the counters move by.
+                        "ConditionExpression": "#s = :dispatched AND dispatched_at = :seen",
                         "ExpressionAttributeNames": {"#s": "status"},
                         "ExpressionAttributeValues": items.to_item(
                             {
-                                ":status": status.value,
-                                ":now": timestamp(now),
-                                ":expires": expires,
-                                ":expected": expected,
-                                **extra_values,
+                                **{f":{name}": value for name, value in closed.items()},
+                                ":status": status.value,  # the enum itself is not a stored value
+                                ":dispatched": BacklogStatus.DISPATCHED.value,
+                                ":seen": seen.dispatched_at,
                             }
                         ),
                     }
-                }
+                },
+                *self._counters.update_item(
+                    moved((BacklogStatus.DISPATCHED, seen.retry_count), (status, seen.retry_count)), seen.request_id
+                ),
             ],
         )
+        return seen.model_copy(update=closed)
 
     # ---- lifecycle --------------------------------------------------------------------------------
 
@@ -353,12 +385,10 @@ class Backlog:
             try:
                 if row.retry_count >= settings.backlog_max_retries:
                     self._terminate(
-                        row.request_id,
+                        row,
                         BacklogStatus.FAILED_AFTER_RETRIES,
                         "system:backlog_stale_sweep",
-                        "dispatched",
-                        "failure_reason = :reason",
-                        {":reason": "stale_after_retries"},
+                        {"failure_reason": "stale_after_retries"},
                         {"retry_count": row.retry_count},
                     )
                     failed += 1
@@ -408,6 +438,13 @@ class Backlog:
         else:  # a stranded pending row: unless someone dispatched it or gave it another ticket meanwhile
             condition, expected = "#s = :was AND ticket = :seen", seen.ticket
 
+        recovered = seen.status is BacklogStatus.DISPATCHED
+        # A recovered row re-enters pending now; a stranded one stays pending, as it was.
+        changed_at = now if recovered else seen.status_changed_at
+        counted = self._counters.update_item(
+            moved((seen.status, seen.retry_count), (BacklogStatus.PENDING, retry_count)), seen.request_id
+        )
+
         def write(ticket: int) -> tuple[AuditEntry, list[dict[str, Any]], BacklogRow]:
             row = seen.model_copy(
                 update={
@@ -417,6 +454,7 @@ class Backlog:
                     "ticketed_at": now,
                     "dispatched_at": None,
                     "dispatched_to": None,
+                    "status_changed_at": changed_at,
                 }
             )
             entry = AuditEntry(
@@ -431,7 +469,8 @@ class Backlog:
                     "Key": {"request_id": {"S": seen.request_id}},
                     "UpdateExpression": (
                         "SET #s = :pending, retry_count = :retries, ticket = :ticket, ticketed_at = :now"
-                        " REMOVE dispatched_at, dispatched_to"
+                        + (", status_changed_at = :now" if recovered else "")
+                        + " REMOVE dispatched_at, dispatched_to"
                     ),
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": {"#s": "status"},
@@ -455,7 +494,7 @@ class Backlog:
             )
             return entry, [update, *released], row
 
-        self._write_with_ticket(write)
+        self._write_with_ticket(write, counted)
 
     # ---- reads ------------------------------------------------------------------------------------
 
@@ -481,47 +520,8 @@ class Backlog:
         return skips.readable(raw, _row) if skips else (_row(item) for item in raw)
 
     def view(self) -> BacklogView:
-        """The observability view with the server-computed loop-health verdict."""
-        now = self._s.clock()
-        distribution: dict[str, int] = {}
-        retries: Counter[str] = Counter()
-        oldest: dict[BacklogStatus, str] = {}
-        failures: list[RecentFailure] = []
-        since = timestamp(now - RECENT_WINDOW)
-        for status in BacklogStatus:
-            count = 0
-            for row in self._rows(status):
-                count += 1
-                if status in (BacklogStatus.PENDING, BacklogStatus.DISPATCHED):
-                    retries[str(row.retry_count)] += 1
-                    moment = (
-                        row.created_at if status is BacklogStatus.PENDING else (row.dispatched_at or row.created_at)
-                    )
-                    oldest[status] = min(oldest.get(status, moment), moment)
-                elif status is not BacklogStatus.COMPLETED and (row.completed_at or "") >= since:
-                    failures.append(
-                        RecentFailure(
-                            request_id=row.request_id,
-                            status=status,
-                            failure_reason=row.failure_reason,
-                            completed_at=row.completed_at,
-                        )
-                    )
-            distribution[status.value] = count
-
-        def age(status: BacklogStatus) -> int | None:
-            return int((now - parse_timestamp(oldest[status])).total_seconds()) if status in oldest else None
-
-        failures.sort(key=lambda f: f.completed_at or "", reverse=True)
-        pending_age, dispatched_age = age(BacklogStatus.PENDING), age(BacklogStatus.DISPATCHED)
-        return BacklogView(
-            status_distribution=distribution,
-            oldest_pending_age_seconds=pending_age,
-            oldest_dispatched_age_seconds=dispatched_age,
-            retry_distribution=dict(sorted(retries.items())),
-            recent_failures=failures[:RECENT_FAILURES_SHOWN],
-            loop_health=loop_health(pending_age, dispatched_age, len(failures)),
-        )
+        """The observability view with the server-computed loop-health verdict (a fixed five requests)."""
+        return BacklogStats(self._s).view()
 
     def read_view(self, actor: str) -> BacklogView:
         """The view, recorded as an admin read (``admin.reasoning.research.backlog_read``)."""
@@ -537,9 +537,7 @@ class Backlog:
         return view
 
 
-def _row(item: dict[str, Any]) -> BacklogRow:
-    request_id = key_of(item, "request_id")
-    return decoded(item, BacklogRow.model_validate, f"backlog request {request_id}", request_id)
+_row = row_of
 
 
 def _row_item(row: BacklogRow) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,8 @@ from flowledger.store import items
 from flowledger.store.paging import query_items
 
 RECENT_WINDOW = timedelta(hours=24)
+RECENT_SHOWN = 10  # the seed's "recently resolved": the last 10 terminal entries of the past 24 hours
+TERMINAL = ("resolved", "dismissed")
 MAX_LISTED = 200
 
 
@@ -96,19 +99,14 @@ class ClaimTriage:
         return resolved
 
     def queue(self, actor: str) -> ClaimQueue:
-        """Pending entries and the last 24 hours of resolutions (``admin...claims_pending_review.listed``)."""
+        """Pending entries and the recent resolutions (``admin...claims_pending_review.listed``).
+
+        Recent resolutions are the last ``RECENT_SHOWN`` terminal entries resolved in the past 24 hours,
+        newest first: one bounded query per terminal status on ``by_resolved``, never a read of them all.
+        """
         since = timestamp(self._s.clock() - RECENT_WINDOW)
         pending = self._by_status("pending")
-        recent = sorted(
-            (
-                e
-                for status in ("resolved", "dismissed")
-                for e in self._by_status(status)
-                if (e.resolved_at or "") >= since
-            ),
-            key=lambda e: e.resolved_at or "",
-            reverse=True,
-        )
+        recent = self.recent_resolutions(since)
         self._s.ledger.append(
             AuditEntry(
                 action="admin.reasoning.claims_pending_review.listed",
@@ -118,6 +116,22 @@ class ClaimTriage:
             )
         )
         return ClaimQueue(pending=pending, recent_resolutions=recent)
+
+    def recent_resolutions(self, since: str) -> list[ClaimEntry]:
+        """The last ``RECENT_SHOWN`` entries resolved or dismissed at or after ``since``, newest first."""
+        latest: list[ClaimEntry] = []
+        for status in TERMINAL:
+            response = self._db.query(
+                TableName=self._table,
+                IndexName="by_resolved",
+                KeyConditionExpression="#s = :s AND resolved_at >= :since",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":s": {"S": status}, ":since": {"S": since}},
+                ScanIndexForward=False,
+                Limit=RECENT_SHOWN,
+            )
+            latest += [ClaimEntry.model_validate(items.from_item(i)) for i in response.get("Items", [])]
+        return heapq.nlargest(RECENT_SHOWN, latest, key=lambda e: (e.resolved_at or "", e.claim_id))
 
     def get(self, claim_id: str) -> ClaimEntry | None:
         item = self._db.get_item(TableName=self._table, Key={"claim_id": {"S": claim_id}}, ConsistentRead=True).get(

@@ -8,17 +8,21 @@ enqueues again, which breaks weak-result → enqueue → dispatch → weak-resul
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from flowledger.config import CriticDispatchStrategy
+from flowledger.errors import UpstreamUnavailable
+from flowledger.research.agents.recording import AgentGaveUp
 from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
 from flowledger.research.models import BacklogRow, ClaimMark, Completion, DeeperRequest, Reason
 from flowledger.services import Services
 
+logger = logging.getLogger("flowledger.research.loop")
 WEAK_COMPOSITE_K = 0.6
 CONSUMER_ACTOR = "system:backlog_consumer"
 MAX_PULLS_PER_RUN = 25
@@ -101,6 +105,7 @@ class BacklogConsumer:
     services: Services
     dispatchers: Mapping[str, Dispatcher]  # by trigger type
     monotonic: Callable[[], float] = time.monotonic
+    default: Dispatcher | None = None  # for trigger types without a dispatcher of their own
 
     def run_once(self) -> dict[str, int]:
         """Pull and dispatch rows until the queue is empty or the run's budget is spent."""
@@ -122,14 +127,21 @@ class BacklogConsumer:
                 backlog.complete(CONSUMER_ACTOR, row.request_id, Completion())
                 counts["marked_for_review"] += 1
                 continue
-            dispatcher = self.dispatchers.get(row.trigger_type)
+            dispatcher = self.dispatchers.get(row.trigger_type, self.default)
             if dispatcher is None:
                 backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error="no_dispatcher_configured"))
                 counts["failed_voluntary"] += 1
                 continue
             try:
                 flow_id = dispatcher.dispatch(row)
-            except Exception:  # a dispatcher that gives up fails the row, never the job
+            except AgentGaveUp as exc:  # the agent's own reason: the row fails voluntarily with it
+                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error=exc.reason))
+                counts["failed_voluntary"] += 1
+                continue
+            except Exception as exc:  # a dispatcher bug fails the row, never the job
+                logger.warning(
+                    "backlog dispatcher failed", extra={"request_id": row.request_id, "error": type(exc).__name__}
+                )
                 backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error="dispatcher_failed"))
                 counts["failed_voluntary"] += 1
                 continue
@@ -139,10 +151,21 @@ class BacklogConsumer:
 
 
 def consumer_job(services: Services) -> dict[str, object]:
-    """The scheduled consumer: off unless BACKLOG_CONSUMER_ENABLED (no dispatcher is wired yet)."""
+    """The scheduled consumer: off unless BACKLOG_CONSUMER_ENABLED; the research agents dispatch every row.
+
+    The model is resolved before anything is pulled: with its configuration unreadable the run pulls
+    nothing (rather than failing every row it would pull) and the next run tries again.
+    """
     if not services.settings.backlog_consumer_enabled:
         return {"skipped": "BACKLOG_CONSUMER_ENABLED is off"}
-    return dict(BacklogConsumer(services, dispatchers={}).run_once())
+    from flowledger.llm.factory import chat_model_for
+    from flowledger.research.agents.dispatch import AgentDispatcher
+
+    try:
+        model = chat_model_for(services.settings)
+    except UpstreamUnavailable:
+        return {"skipped": "the model is unavailable"}
+    return dict(BacklogConsumer(services, dispatchers={}, default=AgentDispatcher.build(services, model)).run_once())
 
 
 # The EMF metric the loop-health alarm watches: 1 while the verdict is critical, 0 otherwise.

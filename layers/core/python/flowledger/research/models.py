@@ -77,6 +77,8 @@ class BacklogRow(BaseModel):
     completed_flow_id: str | None = None
     failure_reason: str | None = None
     expires_at: int | None = None
+    # None only on rows written before it existed, until the counters' recount stamps them.
+    status_changed_at: str | None = Field(None, description="when the row entered its current status")
 
 
 class Pulled(BaseModel):
@@ -91,7 +93,10 @@ class RecentFailure(BaseModel):
 
 
 class BacklogView(BaseModel):
-    status_distribution: dict[str, int]
+    status_distribution: dict[str, int] = Field(
+        description="rows per status: exact for pending and dispatched; lifetime totals for the terminal"
+        " statuses, whose rows expire 30 days after completion"
+    )
     oldest_pending_age_seconds: int | None
     oldest_dispatched_age_seconds: int | None
     retry_distribution: dict[str, int]

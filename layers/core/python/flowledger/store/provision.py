@@ -32,6 +32,7 @@ def create_table(aws: AwsClients, spec: TableSpec) -> None:
     name = aws.table_name(spec.name)
     client = aws.dynamodb
     if name in client.list_tables()["TableNames"]:
+        add_missing_indexes(aws, spec)
         return
     request: dict[str, Any] = {
         "TableName": name,
@@ -48,6 +49,42 @@ def create_table(aws: AwsClients, spec: TableSpec) -> None:
         client.update_time_to_live(
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
         )
+
+
+def add_missing_indexes(aws: AwsClients, spec: TableSpec) -> list[str]:
+    """Add the declared indexes an existing table lacks (a store saved by an older version); their names.
+
+    DynamoDB builds one new index of a table at a time, so each is added and waited for in turn.
+    """
+    name = aws.table_name(spec.name)
+    client = aws.dynamodb
+    table = client.describe_table(TableName=name)["Table"]
+    present = {index["IndexName"] for index in table.get("GlobalSecondaryIndexes", [])}
+    added = []
+    for index in spec.indexes:
+        if index.name in present:
+            continue
+        keys = [index.partition, *([index.sort] if index.sort else [])]
+        client.update_table(
+            TableName=name,
+            AttributeDefinitions=[{"AttributeName": key.name, "AttributeType": key.type} for key in keys],
+            GlobalSecondaryIndexUpdates=[{"Create": _index(index)}],
+        )
+        client.get_waiter("table_exists").wait(TableName=name)
+        _wait_until_active(client, name, index.name)
+        added.append(index.name)
+    return added
+
+
+def _wait_until_active(client: Any, table: str, index: str, attempts: int = 120) -> None:
+    import time
+
+    for _ in range(attempts):
+        described = client.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes", [])
+        if all(i.get("IndexStatus", "ACTIVE") == "ACTIVE" for i in described if i["IndexName"] == index):
+            return
+        time.sleep(1)
+    raise TimeoutError(f"index {index} of {table} did not become active")
 
 
 def create_bucket(aws: AwsClients, spec: BucketSpec, region: str) -> None:

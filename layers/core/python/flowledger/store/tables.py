@@ -56,6 +56,15 @@ class BucketSpec:
 _CREATED = Key("created_at")
 # What a flow listing shows; none of it changes while steps are recorded.
 _FLOW_SUMMARY = ("trigger_type", "trigger_ref", "trace_id", "patient_id", "flow_state", "closed_at", "created_by")
+_FAMILY_AGGREGATE = (
+    "trigger_ref",
+    "trigger_summary",
+    "flow_state",
+    "created_at",
+    "created_by",
+    "step_count",
+    "outcome",
+)
 
 TABLES: tuple[TableSpec, ...] = (
     TableSpec(
@@ -74,6 +83,9 @@ TABLES: tuple[TableSpec, ...] = (
         indexes=(
             Index("by_patient", Key("patient_id"), _CREATED, include=_FLOW_SUMMARY),
             Index("by_trace", Key("trace_id"), _CREATED, include=_FLOW_SUMMARY),
+            # Sparse: only closed flows carry closed_at. A family's recent flows for the correlator,
+            # newest first, with what its aggregate reads (nothing here changes after the close).
+            Index("by_family", Key("trigger_type"), Key("closed_at"), include=_FAMILY_AGGREGATE),
             # Sparse and sharded: only active flows carry active_shard ("0".."15"), so the decay job
             # reads just them and no single "active" partition takes every flow's writes.
             Index("by_active", Key("active_shard"), _CREATED, include=()),
@@ -88,20 +100,46 @@ TABLES: tuple[TableSpec, ...] = (
         # Chains belong to writers, so a subject's events are found here: keys and action only.
         indexes=(Index("by_subject", Key("subject"), Key("at"), include=("action",)),),
     ),
+    # Also holds the backlog's status counters (request_id "#counts#00".., store/counters.py).
     TableSpec(
-        "backlog", Key("request_id"), indexes=(Index("by_status", Key("status"), _CREATED),), ttl_attribute="expires_at"
+        "backlog",
+        Key("request_id"),
+        indexes=(
+            Index("by_status", Key("status"), _CREATED),
+            # Rows of a status by when they entered it: the longest dispatched and the latest failures,
+            # each one bounded query (keys plus what a recent failure shows).
+            Index(
+                "by_status_changed",
+                Key("status"),
+                Key("status_changed_at"),
+                include=("failure_reason", "completed_at"),
+            ),
+        ),
+        ttl_attribute="expires_at",
     ),
     # The backlog's ticket queue: item 0 counts tickets issued and taken, items 1.. are slots.
     TableSpec("backlog_tickets", Key("ticket", "N"), ttl_attribute="expires_at"),
+    # Also holds the library's counters (pathway_id "#counts#00".., store/counters.py).
     TableSpec(
         "pathways",
         Key("pathway_id"),
         indexes=(
             # What changed in a trigger family since a matcher snapshot was taken (keys only).
             Index("by_family_changed", Key("trigger_type"), Key("changed_at"), include=()),
+            # Sparse and sharded: only active pathways reused at least once carry hit_shard ("0".."3"),
+            # so the top hits are a few Limit queries, and no single index partition takes every hit.
+            Index("by_hits", Key("hit_shard"), Key("hit_count", "N"), include=("trigger_type",)),
         ),
     ),
-    TableSpec("claims_review", Key("claim_id"), indexes=(Index("by_status", Key("status"), _CREATED),)),
+    TableSpec(
+        "claims_review",
+        Key("claim_id"),
+        indexes=(
+            Index("by_status", Key("status"), _CREATED),
+            # Sparse: only terminal entries carry resolved_at; the recent resolutions, newest first.
+            Index("by_resolved", Key("status"), Key("resolved_at")),
+        ),
+    ),
     TableSpec("knowledge", Key("pk"), Key("sk")),
     TableSpec("rate_limits", Key("key"), Key("window"), ttl_attribute="expires_at"),
     # Workspaces: a header item (sk "#workspace") and one item per member (sk "member#<user>").
