@@ -131,7 +131,13 @@ class ModelAccess:
 
 EMBEDDINGS_CONTEXT = "flowledger:embeddings"
 # The models a deployment can run: MiniLM's weights are an optional extra the layers do not carry.
-PATHWAY_MODELS = (PathwayEmbeddingModel.HASH_BUCKET_V1.value, PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL.value)
+PATHWAY_MODELS = (
+    PathwayEmbeddingModel.HASH_BUCKET_V1.value,
+    PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL.value,
+    PathwayEmbeddingModel.VOYAGE_3_5_LITE.value,
+)
+VOYAGE = PathwayEmbeddingModel.VOYAGE_3_5_LITE.value
+EMBEDDING_KEYS = ("pathways", "knowledge", "voyageSecretArn")
 KNOWLEDGE_MODELS = tuple(m.value for m in KnowledgeEmbeddingModel)
 OPENAI_EMBEDDING = PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL.value
 
@@ -139,8 +145,10 @@ OPENAI_EMBEDDING = PathwayEmbeddingModel.OPENAI_TEXT_3_SMALL.value
 @dataclass(frozen=True)
 class EmbeddingModels:
     """Which embedding model pathways and knowledge retrieval use: CDK context ``flowledger:embeddings``,
-    ``{"pathways": "hash_bucket_v1" | "openai_text_3_small", "knowledge": "none" | "hash_bucket_v1" |
-    "openai_text_3_small"}`` (each optional; the defaults are the settings' own).
+    ``{"pathways": "hash_bucket_v1" | "openai_text_3_small" | "voyage_3_5_lite", "knowledge": "none" |
+    "hash_bucket_v1" | "openai_text_3_small", "voyageSecretArn": ...}`` (each optional; the defaults are
+    the settings' own). Voyage needs ``voyageSecretArn``, the full ARN of the secret holding its key:
+    only the pathway functions may read it.
 
     The pathway model is set on the functions that match and embed pathways (the reasoning routes and
     the jobs), the knowledge model on those that index and search documents (documents and chat). An
@@ -150,6 +158,7 @@ class EmbeddingModels:
 
     pathways: str = PathwayEmbeddingModel.HASH_BUCKET_V1.value
     knowledge: str = KnowledgeEmbeddingModel.NONE.value
+    voyage_secret_arn: str | None = None
 
     @classmethod
     def from_context(cls, node: Node, model: ModelAccess) -> EmbeddingModels:
@@ -164,13 +173,24 @@ class EmbeddingModels:
                 raise ValueError(f"{EMBEDDINGS_CONTEXT} must be a JSON object") from None
         if not isinstance(value, dict):
             raise ValueError(f"{EMBEDDINGS_CONTEXT} must be an object with pathways and/or knowledge")
-        unknown = sorted(set(value) - {"pathways", "knowledge"})
+        unknown = sorted(set(value) - set(EMBEDDING_KEYS))
         if unknown:
-            raise ValueError(f"{EMBEDDINGS_CONTEXT}: unknown key {unknown[0]!r} (known: pathways, knowledge)")
+            raise ValueError(f"{EMBEDDINGS_CONTEXT}: unknown key {unknown[0]!r} (known: {', '.join(EMBEDDING_KEYS)})")
         for key, allowed in (("pathways", PATHWAY_MODELS), ("knowledge", KNOWLEDGE_MODELS)):
             if key in value and value[key] not in allowed:
                 raise ValueError(f"{EMBEDDINGS_CONTEXT}.{key} must be one of {', '.join(allowed)}, not {value[key]!r}")
-        choice = cls(**value)
+        secret = value.get("voyageSecretArn")
+        if secret is not None and not (isinstance(secret, str) and _SECRET_ARN.match(secret)):
+            raise ValueError(
+                f"{EMBEDDINGS_CONTEXT}.voyageSecretArn must be the full ARN of a Secrets Manager secret"
+            )
+        if value.get("pathways") == VOYAGE and not secret:
+            raise ValueError(f"{EMBEDDINGS_CONTEXT} names {VOYAGE}, which needs voyageSecretArn (the key's secret)")
+        choice = cls(
+            pathways=value.get("pathways", cls.pathways),
+            knowledge=value.get("knowledge", cls.knowledge),
+            voyage_secret_arn=secret,
+        )
         if OPENAI_EMBEDDING in (choice.pathways, choice.knowledge) and not model.reaches_a_server:
             raise ValueError(
                 f"{EMBEDDINGS_CONTEXT} names {OPENAI_EMBEDDING}, which needs {MODEL_CONTEXT} to give "
@@ -199,6 +219,12 @@ class EmbeddingModels:
                     calling[function.node.path] = function
         for function in calling.values():
             model.apply(function)
+        if self.pathways == VOYAGE and self.voyage_secret_arn:
+            for function in pathway_functions:
+                function.add_environment("FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN", self.voyage_secret_arn)
+                function.add_to_role_policy(
+                    iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.voyage_secret_arn])
+                )
 
 
 def _check(value: dict[str, Any], key: str, pattern: re.Pattern[str], what: str) -> None:

@@ -55,8 +55,13 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
-def launch_server(data_dir: Path, *args: str, port: int | None = None) -> RunningServer:
-    """Start ``flowledger serve`` and wait until ``/health`` answers (its functions are warm then)."""
+def launch_server(
+    data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+) -> RunningServer:
+    """Start ``flowledger serve`` and wait until ``/health`` answers (its functions are warm then).
+
+    ``env`` adds variables to the clean environment (``BACKLOG_CONSUMER_ENABLED=false``, say).
+    """
     port = port or free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     log = data_dir.parent / f"serve-{port}.log"
@@ -66,7 +71,7 @@ def launch_server(data_dir: Path, *args: str, port: int | None = None) -> Runnin
             stdout=sink,
             stderr=subprocess.STDOUT,
             text=True,
-            env=clean_env(),
+            env={**clean_env(), **(env or {})},
         )
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

@@ -235,3 +235,33 @@ def test_openai_embeddings_without_a_key_or_server_fail_the_synth() -> None:
     stack = Stack(app, "Probe")
     with pytest.raises(ValueError, match="needs flowledger:model to give secretArn, baseUrl or baseUrlParameter"):
         EmbeddingModels.from_context(stack.node, ModelAccess.from_context(stack.node))
+
+
+VOYAGE_SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:flowledger-voyage-key-AbCdEf"
+
+
+def test_voyage_pathways_read_exactly_their_secret_and_nothing_of_openais() -> None:
+    resources = synthesized({EMBEDDINGS_CONTEXT: {"pathways": "voyage_3_5_lite", "voyageSecretArn": VOYAGE_SECRET}})
+    by_role = statements_by_role(resources)
+    for prefix, function in by_prefix(resources).items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        reads = model_statements(by_role.get(function["Properties"]["Role"]["Fn::GetAtt"][0], []))
+        if prefix in PATHWAY_EMBEDDERS:
+            assert variables["PATHWAY_EMBEDDING_MODEL"] == "voyage_3_5_lite"
+            assert variables["FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN"] == VOYAGE_SECRET
+            assert reads == [(["secretsmanager:GetSecretValue"], [VOYAGE_SECRET])], prefix
+        else:
+            assert "FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN" not in variables and reads == [], prefix
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"pathways": "voyage_3_5_lite"}, "needs voyageSecretArn"),
+        ({"pathways": "voyage_3_5_lite", "voyageSecretArn": "my-key"}, "voyageSecretArn must be the full ARN"),
+    ],
+)
+def test_voyage_without_a_secret_fails_the_synth(value: dict[str, Any], message: str) -> None:
+    app = App(context={EMBEDDINGS_CONTEXT: value})
+    with pytest.raises(ValueError, match=message):
+        EmbeddingModels.from_context(Stack(app, "Probe").node, ModelAccess())

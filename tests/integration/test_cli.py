@@ -517,3 +517,25 @@ def test_chat_without_a_server_fails_in_one_line(tmp_path: Path, capsys: pytest.
     assert "must start with http://" in error_line(capsys.readouterr().err)
     assert main(["chat", "hi", "--data-dir", str(tmp_path / "missing")]) == 2
     assert "no local.json" in error_line(capsys.readouterr().err)
+
+
+def test_recount_rebuilds_lost_counters_from_the_rows_and_prints_them(
+    store: Services, data_dir: DataDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An upgraded deployment: rows written, then their counters lost; the recount makes the view right again."""
+    from flowledger.research.backlog import Backlog
+    from flowledger.research.synthetic import enqueue_synthetic
+
+    enqueue_synthetic(Backlog(store), 3, "recount")
+    table = store.aws.table_name("backlog")
+    for item in store.aws.dynamodb.scan(TableName=table)["Items"]:
+        if item["request_id"]["S"].startswith("#counts#"):
+            store.aws.dynamodb.delete_item(TableName=table, Key={"request_id": item["request_id"]})
+    assert Backlog(store).view().status_distribution["pending"] == 0  # the counters are gone
+    assert main(["backlog", "recount", "--data-dir", str(data_dir.path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status:pending"] == 3
+    assert Backlog(store).view().status_distribution["pending"] == 3
+    actions = [e.action for chain in store.ledger.chain_ids() for e in store.ledger.read_chain(chain)]
+    assert "memory.job.backlog_counters.recounted" in actions
+    assert main(["pathways", "recount", "--data-dir", str(data_dir.path)]) == 0
+    assert capsys.readouterr().out.startswith("recounted the pathways counters:")

@@ -98,9 +98,10 @@ def test_only_qualifying_closes_extract_and_each_skip_names_its_reason(call: Cal
     flow(call, "chat/q-2", confidence=0.85)
     flow(call, "chat/q-3", outcome="no_action")
     flow(call, "chat/q-4", summary="Reviewed metformin 500mg")
+    flow(call, "benchmark/ev_1/case-1")  # qualifies in every other way: an evaluation run never seeds one
     assert len(events(services, "reasoning.pathway.extracted")) == 1
     reasons = sorted(e.payload["disqualifier"] for e in events(services, "reasoning.pathway.skipped"))
-    assert reasons == ["low_confidence", "outcome_type", "unsafe_summary"]
+    assert reasons == ["benchmark", "low_confidence", "outcome_type", "unsafe_summary"]
     assert [c["pathway"]["trigger_ref"] for c in match(call, "chat/q-1")["candidates"]] == ["chat/q-1"]
 
 

@@ -24,7 +24,7 @@ from flowledger.research.loop import (
     on_critic_verdict,
     on_research_result,
 )
-from flowledger.research.models import BacklogRow
+from flowledger.research.models import BacklogRow, Completion
 from flowledger.services import Services
 
 
@@ -198,3 +198,71 @@ async def test_the_sdk_signs_its_requests() -> None:
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIATEST/")
     assert "/eu-west-1/execute-api/aws4_request" in authorization
     await client.aclose()
+
+
+def test_a_second_weak_result_while_the_first_is_open_is_the_same_row(services: Services) -> None:
+    flags(services, research_auto_enqueue_enabled=True)
+    first = on_research_result(services, result(hits=0))
+    again = on_research_result(services, result(composite_k=0.3))  # another weak result, same trigger
+    assert first is not None and again is not None and again.request_id == first.request_id
+    assert on_research_result(services, result(trigger_ref="q/other", hits=0)).request_id != first.request_id  # type: ignore[union-attr]
+    assert Backlog(services).view().status_distribution["pending"] == 2
+
+
+@pytest.mark.parametrize("ending", ["completed", "failed_voluntary"])
+def test_once_the_open_row_ends_a_fresh_attempt_enqueues_at_once(services: Services, ending: str) -> None:
+    flags(services, research_auto_enqueue_enabled=True)
+    first = on_research_result(services, result(hits=0))
+    backlog = Backlog(services)
+    pulled = backlog.pull_next("user:consumer")
+    assert pulled is not None and pulled.request_id == first.request_id  # type: ignore[union-attr]
+    assert on_research_result(services, result(hits=0)).request_id == first.request_id  # type: ignore[union-attr]
+    backlog.complete("user:consumer", pulled.request_id, Completion(error="gave_up" if ending != "completed" else None))
+    fresh = on_research_result(services, result(hits=0))  # not 30 days later: now
+    assert fresh is not None and fresh.request_id != first.request_id and fresh.status == "pending"
+
+
+def test_a_row_failed_after_retries_frees_its_trigger_too(services: Services) -> None:
+    flags(services, research_auto_enqueue_enabled=True, backlog_max_retries=0)
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    services.clock = lambda: now
+    first = on_research_result(services, result(hits=0))
+    assert Backlog(services).pull_next("user:consumer") is not None
+    services.clock = lambda: now + timedelta(hours=1)
+    assert Backlog(services).sweep_stale()["failed_after_retries"] == 1
+    fresh = on_research_result(services, result(hits=0))
+    assert fresh is not None and fresh.request_id != first.request_id  # type: ignore[union-attr]
+
+
+def test_a_second_rejection_of_an_open_claim_is_the_same_row(services: Services) -> None:
+    flags(services, critic_auto_enqueue_enabled=True)
+    verdict = CriticVerdict("c-7", "reject", "Unsupported", "user_question")
+    first, again = on_critic_verdict(services, verdict), on_critic_verdict(services, verdict)
+    assert first is not None and again is not None and again.request_id == first.request_id
+    BacklogConsumer(services, dispatchers={}).run_once()  # mark_for_review: triaged and completed
+    fresh = on_critic_verdict(services, verdict)
+    assert fresh is not None and fresh.request_id != first.request_id
+
+
+def test_concurrent_weak_results_for_one_trigger_open_one_row(services: Services) -> None:
+    import threading
+
+    flags(services, research_auto_enqueue_enabled=True)
+    rows: list[Any] = []
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            rows.append(on_research_result(services, result(hits=0)))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    settled = [r for r in rows if r is not None]
+    assert {r.request_id for r in settled} == {settled[0].request_id}
+    assert all(type(e).__name__ in ("BacklogContention", "LedgerContention") for e in errors)  # retryable only
+    assert Backlog(services).view().status_distribution["pending"] == 1

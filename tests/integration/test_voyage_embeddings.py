@@ -337,3 +337,46 @@ def test_a_failing_voyage_makes_the_match_upstream_unavailable(
     with pytest.raises(UpstreamUnavailable, match="voyage_3_5_lite") as caught:
         PathwayLibrary(with_voyage).match("user:op", "user_question", "chat/one", 3)
     assert KEY not in str(caught.value)
+
+
+def test_a_deployment_reads_the_key_from_its_secret_and_picks_up_a_rotation(
+    voyage: ScriptedVoyage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from flowledger.llm.aws_model_config import reader_for
+
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    reader_for.cache_clear()
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", region_name="us-east-1")
+        arn = secrets.create_secret(Name="voyage-key", SecretString="pa-from-the-secret")["ARN"]
+        settings = load_settings(
+            pathway_embedding_model="voyage_3_5_lite", voyage_api_key_secret_arn=arn, voyage_base_url=voyage.base_url
+        )
+        model = pathway_embeddings_for(settings)
+        model.embed(["one"])
+        secrets.put_secret_value(SecretId=arn, SecretString="pa-rotated")
+        model.embed(["cached"])
+        reader_for(settings.aws_region, settings.aws_endpoint_url).secrets.clear_cache()  # as when max age passes
+        model.embed(["two"])
+    reader_for.cache_clear()
+    assert [auth for _, auth, _ in voyage.requests] == ["Bearer pa-from-the-secret"] * 2 + ["Bearer pa-rotated"]
+
+
+def test_an_unreadable_key_secret_makes_the_match_unavailable(
+    clean_environment: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto import mock_aws
+
+    from flowledger.llm.aws_model_config import ModelUnavailable, reader_for
+
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    reader_for.cache_clear()
+    missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-AbCdEf"
+    with mock_aws():
+        settings = load_settings(pathway_embedding_model="voyage_3_5_lite", voyage_api_key_secret_arn=missing)
+        with pytest.raises(ModelUnavailable):
+            pathway_embeddings_for(settings).embed(["one"])
+    reader_for.cache_clear()

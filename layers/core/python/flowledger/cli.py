@@ -456,6 +456,28 @@ def _print_chat_event(kind: str, data: dict[str, object]) -> None:
         print(f"[{data['status']} {data['intent']} via {data['model']}]", file=sys.stderr)
 
 
+def cmd_recount(args: argparse.Namespace) -> int:
+    """Rebuild the backlog's or the pathway library's counters from their rows (once, after an upgrade)."""
+    import getpass
+
+    services = _store_services(args.data_dir)
+    if args.recount_of == "backlog":
+        from flowledger.research.backlog_stats import BacklogStats
+
+        counts = BacklogStats(services).recount(f"cli:{getpass.getuser()}")
+    else:
+        from flowledger.pathways.stats import PathwayStats
+
+        counts = PathwayStats(services).recount(f"cli:{getpass.getuser()}")
+    if args.json:
+        print(json.dumps(counts, indent=2, sort_keys=True))
+        return 0
+    print(f"recounted the {args.recount_of} counters:")
+    for name, count in counts.items():
+        print(f"  {name:<32} {count:>8}")
+    return 0
+
+
 def cmd_backlog_status(args: argparse.Namespace) -> int:
     import getpass
 
@@ -865,11 +887,31 @@ def build_parser() -> argparse.ArgumentParser:
     status = _command(backlog, "status", "status counts, ages, retries, failures and loop health", cmd_backlog_status)
     _json_option(status, "the view")
     _store_option(status)
+    backlog_recount = _command(
+        backlog,
+        "recount",
+        "rebuild the status counters from every row (once, after upgrading a deployment)",
+        cmd_recount,
+        "Reads the whole table; audited as memory.job.backlog_counters.recounted.",
+    )
+    backlog_recount.set_defaults(recount_of="backlog")
+    _json_option(backlog_recount, "the counts")
+    _store_option(backlog_recount)
 
     pathways = _actions(_command(commands, "pathways", "the pathway library"), "pathways_command")
     inspect = _command(pathways, "inspect", "totals, models, maturity per trigger type, top hits", cmd_pathways_inspect)
     _json_option(inspect, "the stats")
     _store_option(inspect)
+    pathways_recount = _command(
+        pathways,
+        "recount",
+        "rebuild the library's counters and top-hits index from every pathway (once, after upgrading)",
+        cmd_recount,
+        "Reads the whole table; audited as memory.job.pathway_counters.recounted.",
+    )
+    pathways_recount.set_defaults(recount_of="pathways")
+    _json_option(pathways_recount, "the counts")
+    _store_option(pathways_recount)
 
     knowledge = _actions(_command(commands, "knowledge", "manage the knowledge base documents"), "knowledge_command")
     add = _command(

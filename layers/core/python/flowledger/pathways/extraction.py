@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 QUALIFYING_CONFIDENCE = 0.9
 QUALIFYING_OUTCOMES = frozenset({"claim_created", "recommendation_delivered"})
+BENCHMARK_REF_PREFIX = "benchmark/"  # the evaluation runner's trigger refs (research/evaluation.py)
 
 
 def min_confidence(flow: FlowView, steps: Sequence[dict[str, Any]]) -> float | None:
@@ -39,6 +40,8 @@ def disqualifier(flow: FlowView, steps: Sequence[dict[str, Any]]) -> str | None:
     """Why a closed flow does not become a pathway, or None when it does (pure)."""
     if flow.flow_state != "completed" or flow.outcome is None:
         return "not_completed"
+    if flow.trigger_ref.startswith(BENCHMARK_REF_PREFIX):
+        return "benchmark"  # an evaluation run measures the library's agents; it never teaches the library
     if flow.outcome.type not in QUALIFYING_OUTCOMES:
         return "outcome_type"
     if not flow.patient_safe_summary:

@@ -41,6 +41,14 @@ TICKET_PAUSE_CAP_SECONDS = 0.25
 TICKET_MAX_WAIT_SECONDS = sum(min(TICKET_PAUSE_CAP_SECONDS, 0.002 * 2**a) for a in range(TICKET_ATTEMPTS - 1))
 
 
+GUARD_PREFIX = "#open#"
+
+
+def guard_key(open_key: str) -> str:
+    """The key of the item that marks ``open_key`` as held by an open row."""
+    return GUARD_PREFIX + hashlib.sha256(open_key.encode()).hexdigest()[:32]
+
+
 def request_id_for(idempotency_key: str) -> str:
     """The row id a client key maps to: the same key always names the same row."""
     return "rq_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:26]
@@ -62,8 +70,16 @@ class Backlog:
 
     # ---- producer ---------------------------------------------------------------------------------
 
-    def enqueue(self, actor: str, body: DeeperRequest, strategy: str | None = None) -> tuple[BacklogRow, bool]:
-        """Queue a deeper-research request; the same idempotency key returns the first row (False)."""
+    def enqueue(
+        self, actor: str, body: DeeperRequest, strategy: str | None = None, open_key: str | None = None
+    ) -> tuple[BacklogRow, bool]:
+        """Queue a deeper-research request; the same idempotency key returns the first row (False).
+
+        With ``open_key`` (the producers'), at most one row per key is open at a time: while one is
+        pending or dispatched, another enqueue under the key returns it (False); once it completes or
+        fails, the key is free again at once, not after the 30 days its row is kept. The guard item
+        is written with the row and deleted in the transaction that ends it.
+        """
         request_id = request_id_for(body.idempotency_key)
         now = timestamp(self._s.clock())
 
@@ -77,6 +93,7 @@ class Backlog:
                 ticket=ticket,
                 ticketed_at=now,
                 status_changed_at=now,
+                open_key=open_key,
                 **body.model_dump(exclude={"idempotency_key"}),
             )
             entry = AuditEntry(
@@ -96,16 +113,62 @@ class Backlog:
                     "ConditionExpression": "attribute_not_exists(request_id)",
                 }
             }
-            return entry, [put], row
+            return entry, [put, *self._guard_put(open_key, request_id)], row
 
         counted = self._counters.update_item(moved(None, (BacklogStatus.PENDING, 0)), request_id)
         try:
             return self._write_with_ticket(write, counted), True
-        except ConditionFailed:
+        except ConditionFailed as failed:
+            if failed.index == 1 and open_key is not None:  # the guard: a row under this key is open
+                holder = self._open_row(open_key)
+                if holder is not None:
+                    return holder, False
+                raise BacklogContention("the open request under this key just ended; retry") from None
             existing = self.get(request_id)
             if existing is None:  # pragma: no cover - a row is never deleted before its TTL
                 raise
             return existing, False
+
+    def _guard_put(self, open_key: str | None, request_id: str) -> list[dict[str, Any]]:
+        if open_key is None:
+            return []
+        # Expires with the longest a row stays open plus its retention: a lost release cannot block forever.
+        expires = int((self._s.clock() + timedelta(days=self._s.settings.backlog_retention_days)).timestamp())
+        return [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        "request_id": {"S": guard_key(open_key)},
+                        "open_request_id": {"S": request_id},
+                        "expires_at": {"N": str(expires)},
+                    },
+                    "ConditionExpression": "attribute_not_exists(request_id)",
+                }
+            }
+        ]
+
+    def _open_row(self, open_key: str) -> BacklogRow | None:
+        """The row holding ``open_key``, or None when it was released meanwhile."""
+        guard = self._db.get_item(
+            TableName=self._table, Key={"request_id": {"S": guard_key(open_key)}}, ConsistentRead=True
+        ).get("Item")
+        return self.get(guard["open_request_id"]["S"]) if guard else None
+
+    def _guard_release(self, row: BacklogRow) -> list[dict[str, Any]]:
+        """The delete of ``row``'s guard, with its end (only the guard it holds: another row's stays)."""
+        if row.open_key is None:
+            return []
+        return [
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": {"request_id": {"S": guard_key(row.open_key)}},
+                    "ConditionExpression": "attribute_not_exists(request_id) OR open_request_id = :mine",
+                    "ExpressionAttributeValues": {":mine": {"S": row.request_id}},
+                }
+            }
+        ]
 
     def request_deeper(self, actor: str, body: DeeperRequest) -> tuple[BacklogRow, bool]:
         """An operator asks for deeper research: the enqueue, then ``admin.reasoning.research.deeper_requested``.
@@ -357,6 +420,7 @@ class Backlog:
                 *self._counters.update_item(
                     moved((BacklogStatus.DISPATCHED, seen.retry_count), (status, seen.retry_count)), seen.request_id
                 ),
+                *self._guard_release(seen),
             ],
         )
         return seen.model_copy(update=closed)

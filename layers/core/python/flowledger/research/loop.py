@@ -16,6 +16,7 @@ from typing import Protocol
 
 from flowledger.config import CriticDispatchStrategy
 from flowledger.errors import UpstreamUnavailable
+from flowledger.ids import new_id
 from flowledger.research.agents.recording import AgentGaveUp
 from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
@@ -52,6 +53,15 @@ def _key(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:40]
 
 
+def _attempt_key(open_key: str) -> str:
+    """A fresh attempt's idempotency key: unique per enqueue, so a finished row never blocks the next.
+
+    Duplicates of an attempt are stopped by the open key instead (``Backlog.enqueue``): while a row
+    for the same trigger (or claim) is open, another weak result or rejection returns that row.
+    """
+    return f"{open_key}-{new_id('at_')}"
+
+
 def on_research_result(services: Services, result: ResearchResult) -> BacklogRow | None:
     """RESEARCH_AUTO_ENQUEUE_ENABLED: zero hits or composite_k < 0.6 enqueues deeper research."""
     if not services.settings.research_auto_enqueue_enabled or result.dispatched_from_backlog:
@@ -62,15 +72,17 @@ def on_research_result(services: Services, result: ResearchResult) -> BacklogRow
         reason = Reason.WEAK_COMPOSITE_K
     else:
         return None
+    open_key = _key("research", result.trigger_type, result.trigger_ref)
     row, _ = Backlog(services).enqueue(
         "system:researcher",
         DeeperRequest(
-            idempotency_key=_key(result.trigger_type, result.trigger_ref, reason.value),
+            idempotency_key=_attempt_key(open_key),
             trigger_type=result.trigger_type,
             trigger_ref=result.trigger_ref,
             reason=reason,
             question_framing=result.question,
         ),
+        open_key=open_key,
     )
     return row
 
@@ -80,16 +92,18 @@ def on_critic_verdict(services: Services, verdict: CriticVerdict) -> BacklogRow 
     settings = services.settings
     if not settings.critic_auto_enqueue_enabled or verdict.dispatched_from_backlog or verdict.verdict != "reject":
         return None
+    open_key = _key("claim", verdict.claim_id)
     row, _ = Backlog(services).enqueue(
         "system:critic",
         DeeperRequest(
-            idempotency_key=_key("claim", verdict.claim_id),
+            idempotency_key=_attempt_key(open_key),
             trigger_type=verdict.trigger_type,
             trigger_ref=verdict.claim_id,  # a critic row is about one claim
             reason=Reason.CLAIM_REJECTED,
             question_framing=verdict.rejection_summary,
         ),
         strategy=settings.critic_dispatch_strategy.value,
+        open_key=open_key,
     )
     return row
 

@@ -79,6 +79,9 @@ class BacklogRow(BaseModel):
     expires_at: int | None = None
     # None only on rows written before it existed, until the counters' recount stamps them.
     status_changed_at: str | None = Field(None, description="when the row entered its current status")
+    open_key: str | None = Field(
+        None, description="a producer's open-request key: held while the row is open, released when it ends"
+    )
 
 
 class Pulled(BaseModel):
