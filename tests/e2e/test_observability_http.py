@@ -26,7 +26,8 @@ VIEW = "/admin/v1/reasoning/research/backlog"
 @pytest.fixture(scope="module")
 def quiet_server(tmp_path_factory: pytest.TempPathFactory, launch: Callable[..., Any]) -> Iterator[Any]:
     """A server of its own, so the counts are this module's rows only."""
-    running = launch(tmp_path_factory.mktemp("observability") / "data")
+    # Its own scheduled consumer stays off: the operators below are the only consumers.
+    running = launch(tmp_path_factory.mktemp("observability") / "data", env={"BACKLOG_CONSUMER_ENABLED": "false"})
     yield running
     running.stop()
 
