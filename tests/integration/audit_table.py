@@ -159,7 +159,8 @@ class Job:
 
 @dataclass(frozen=True, eq=False)
 class Producer:
-    """A producer of ``flowledger.research.loop`` that the research agents call in-process."""
+    """An in-process call that records: a producer of ``flowledger.research.loop`` the research agents
+    call, or a one-off an operator runs from the CLI (the counters' recounts)."""
 
     name: str
     run: Prepare
@@ -612,6 +613,20 @@ def weak_research_result(env: Env) -> Values:
     return {"request_id": row.request_id}
 
 
+def backlog_recount(env: Env) -> Values:
+    from flowledger.research.backlog_stats import BacklogStats
+
+    BacklogStats(env.services).recount("cli:operator")
+    return {}
+
+
+def pathway_recount(env: Env) -> Values:
+    from flowledger.pathways.stats import PathwayStats
+
+    PathwayStats(env.services).recount("cli:operator")
+    return {}
+
+
 def rejected_verdict(env: Env) -> Values:
     row = on_critic_verdict(env.services, CriticVerdict("claim-9", "reject", "No support found", "claim_review"))
     assert row is not None
@@ -811,7 +826,7 @@ SWEEP_RETRIED = Job("backlog_stale_sweep", retried_out_row, note="after the retr
 SWEEP_STRANDED = Job("backlog_stale_sweep", stranded_row, note="ticket taken, never dispatched")
 CONSUME_OFF = Job("backlog_consumer", pending_row, note="BACKLOG_CONSUMER_ENABLED off")
 CONSUMING = {"backlog_consumer_enabled": True}
-CONSUME = Job("backlog_consumer", pending_row, CONSUMING, note="no dispatcher")
+CONSUME = Job("backlog_consumer", pending_row, CONSUMING, note="the research agents")
 CONSUME_CLAIM = Job("backlog_consumer", rejected_claim_row, CONSUMING, note="rejected claim, mark_for_review")
 CONSUME_OTHER = Job("backlog_consumer", other_strategy_row, CONSUMING, note="row of the other strategy")
 BACKFILL = Job("pathway_embedding_backfill", closed_flow)
@@ -820,6 +835,8 @@ DECAY_PATHWAYS = Job("pathway_decay", cold_pathway)
 DECAY_PATHWAYS_FAILS = Job("pathway_decay", failing_pathway_scan, fails=True, note="fails")
 RESEARCHER = Producer("on_research_result", weak_research_result, {"research_auto_enqueue_enabled": True})
 CRITIC = Producer("on_critic_verdict", rejected_verdict, {"critic_auto_enqueue_enabled": True})
+BACKLOG_RECOUNT = Producer("BacklogStats.recount", backlog_recount, prepare=pending_row)
+PATHWAY_RECOUNT = Producer("PathwayStats.recount", pathway_recount)
 
 FLOW, BACKLOG_ROW, PATHWAY_ID = "flow:{flow_id}", "backlog:{request_id}", "pathway:{pathway_id}"
 CHAT_RECORDER = "user:service:chat"
@@ -865,7 +882,10 @@ ROWS: list[Row] = [
     Row(ADMIN_FLOW, "admin.reasoning.flow.read", FLOW, A),
     Row(TRACE, None),
     Row(ENQUEUE, "reasoning.research.deeper_request_created", BACKLOG_ROW, A),
+    Row(ENQUEUE, "admin.reasoning.research.deeper_requested", BACKLOG_ROW, A),
     Row(ENQUEUE_AGAIN, "reasoning.research.deeper_request_created", BACKLOG_ROW, A, count=0),
+    # The operator's request is recorded again on a replayed key (created: false): they asked again.
+    Row(ENQUEUE_AGAIN, "admin.reasoning.research.deeper_requested", BACKLOG_ROW, A),
     Row(PULL, "reasoning.research.backlog.dispatched", BACKLOG_ROW, A),
     Row(PULL_EMPTY, None),
     Row(COMPLETE, "reasoning.research.backlog.completed", BACKLOG_ROW, A),
@@ -898,7 +918,8 @@ ROWS: list[Row] = [
     Row(SWEEP_STRANDED, "memory.job.backlog_stale_sweep.completed", "job:backlog_stale_sweep", SWEEPER),
     Row(CONSUME_OFF, None),
     Row(CONSUME, "reasoning.research.backlog.dispatched", BACKLOG_ROW, CONSUMER),
-    Row(CONSUME, "reasoning.research.backlog.failed_voluntary", BACKLOG_ROW, CONSUMER),
+    # The researcher ran on the row (no evidence in this deployment: insufficient, but done).
+    Row(CONSUME, "reasoning.research.backlog.completed", BACKLOG_ROW, CONSUMER),
     Row(CONSUME_CLAIM, "reasoning.research.backlog.dispatched", BACKLOG_ROW, CONSUMER),
     Row(CONSUME_CLAIM, "reasoning.claims_pending_review.marked", "claim:claim-7", CONSUMER),
     Row(CONSUME_CLAIM, "reasoning.research.backlog.completed", BACKLOG_ROW, CONSUMER),
@@ -917,6 +938,9 @@ ROWS: list[Row] = [
     # producers the research agents call in-process
     Row(RESEARCHER, "reasoning.research.deeper_request_created", BACKLOG_ROW, "system:researcher"),
     Row(CRITIC, "reasoning.research.deeper_request_created", BACKLOG_ROW, "system:critic"),
+    # one-offs an operator runs from the CLI after an upgrade (actor cli:<user>)
+    Row(BACKLOG_RECOUNT, "memory.job.backlog_counters.recounted", "backlog:counters", "cli:operator"),
+    Row(PATHWAY_RECOUNT, "memory.job.pathway_counters.recounted", "pathways:counters", "cli:operator"),
 ]
 
 
