@@ -181,9 +181,7 @@ class EmbeddingModels:
                 raise ValueError(f"{EMBEDDINGS_CONTEXT}.{key} must be one of {', '.join(allowed)}, not {value[key]!r}")
         secret = value.get("voyageSecretArn")
         if secret is not None and not (isinstance(secret, str) and _SECRET_ARN.match(secret)):
-            raise ValueError(
-                f"{EMBEDDINGS_CONTEXT}.voyageSecretArn must be the full ARN of a Secrets Manager secret"
-            )
+            raise ValueError(f"{EMBEDDINGS_CONTEXT}.voyageSecretArn must be the full ARN of a Secrets Manager secret")
         if value.get("pathways") == VOYAGE and not secret:
             raise ValueError(f"{EMBEDDINGS_CONTEXT} names {VOYAGE}, which needs voyageSecretArn (the key's secret)")
         choice = cls(
