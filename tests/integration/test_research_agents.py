@@ -5,6 +5,7 @@ the backlog consumer dispatching pulled rows to them; and the loop closing witho
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -184,6 +185,49 @@ def test_a_weak_result_enqueues_deeper_research_once_when_the_producer_is_on(
     assert [s["step_kind"] for s in steps_of(services, finding.flow_id or "")] == ["retrieval", "verdict"]
 
 
+# Five salient terms (ferritin, fall, iron, infusion, course); each note holds two of them, and the trigger
+# ref's query finds none: strength 0.4, agreement 2/3, breadth 1, so composite_k is the threshold itself.
+AT_THRESHOLD_QUESTION = "Why does ferritin fall after an iron infusion course?"
+AT_THRESHOLD = {
+    "iron-1.md": b"# Notes\n\nFerritin can fall slowly.",
+    "iron-2.md": b"# Notes\n\nAn iron course is long.",
+    "iron-3.md": b"# Notes\n\nAn infusion takes a course.",
+}
+
+
+def test_evidence_scoring_exactly_the_threshold_is_recommended_with_a_claim(
+    services: Services, scripted_openai: Any, model: OpenAIChatModel, capture: ReasoningFlowRecorder
+) -> None:
+    add(services, AT_THRESHOLD)
+    scripted_openai.script = [cite_first]
+    finding = researcher(services, model, capture).research(
+        ResearchQuestion("user_question", "q/1", AT_THRESHOLD_QUESTION)
+    )
+    assert (finding.composite_k, finding.hits) == (0.6, 3)  # under 0.6 is weak; 0.6 is not
+    assert finding.outcome == "recommendation_delivered" and finding.claim_id is not None
+    verdict = steps_of(services, finding.flow_id or "")[-1]
+    assert verdict["summary_text"] == "Evidence score 0.60: recommended"
+    assert verdict["back_refs"]["memory_claim_ref"] == finding.claim_id
+
+
+def test_no_flow_summary_carries_the_question_or_the_claim(
+    services: Services, scripted_openai: Any, model: OpenAIChatModel, capture: ReasoningFlowRecorder
+) -> None:
+    add(services, STRONG)
+    scripted_openai.script = [cite_first, judge("reject", "unsupported")]
+    finding = researcher(services, model, capture).research(
+        ResearchQuestion("user_question", "lab/hba1c-trend", QUESTION)
+    )
+    review = Critic(services, model, capture).check(claim_on(services, ["hba1c-1.md"]))
+    for flow_id in (finding.flow_id, review.flow_id):
+        read = FlowService(services).admin_flow(ADMIN, flow_id or "")
+        assert read.flow.outcome is not None
+        summaries = [read.flow.trigger_summary, read.flow.outcome.summary, *(s.summary_text for s in read.steps)]
+        for summary in summaries:  # fixed texts with counts and codes: the question may hold what a patient said
+            assert "HbA1c" not in summary and "dose" not in summary and "lags" not in summary, summary
+    assert read.flow.trigger_summary == "Critic check of a claim on a user question trigger"
+
+
 def test_a_run_dispatched_from_the_backlog_never_enqueues(
     services: Services, model: OpenAIChatModel, capture: ReasoningFlowRecorder
 ) -> None:
@@ -350,6 +394,29 @@ def test_the_correlator_aggregates_the_familys_closed_flows_and_recommends(
     assert [s["step_kind"] for s in steps] == ["aggregation", "llm_prompt", "verdict"]
 
 
+def test_the_correlators_prompt_step_points_to_the_log_line_of_its_model_call(
+    services: Services,
+    scripted_openai: Any,
+    model: OpenAIChatModel,
+    capture: ReasoningFlowRecorder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    research = researcher(services, model, capture)
+    for n in range(3):  # the knowledge base is empty: three closed flows without a model call
+        research.research(ResearchQuestion("user_question", f"q/{n}", QUESTION))
+    scripted_openai.script = [
+        lambda body: {"json": {"recommendation": "research_deeper", "reason_code": "weak_evidence"}}
+    ]
+    with caplog.at_level(logging.INFO, logger="flowledger.research.agents"):
+        recommendation = Correlator(services, model, capture).correlate("user_question")
+    assert (recommendation.recommendation, recommendation.aggregate.flows) == ("research_deeper", 3)
+    (logged,) = [r for r in caplog.records if r.getMessage() == "correlator model call"]
+    steps = steps_of(services, recommendation.flow_id or "")
+    assert [s["step_kind"] for s in steps] == ["aggregation", "llm_prompt", "verdict"]
+    ref = str(getattr(logged, "model_call_ref", ""))  # the log line's extra
+    assert ref.endswith("/model-1") and steps[1]["back_refs"]["llm_call_log_ref"] == ref
+
+
 def test_too_few_flows_keep_observing_without_a_model_call(
     services: Services, scripted_openai: Any, model: OpenAIChatModel, capture: ReasoningFlowRecorder
 ) -> None:
@@ -387,6 +454,25 @@ def test_the_loop_closes_a_weak_result_is_dispatched_rerun_and_completed_with_it
     # The re-run's strong flow became a pathway; nothing new was enqueued: the queue is empty.
     assert [p["seed_flow_id"]["S"] for p in PathwayStore.of(services).scan()] == [row.completed_flow_id]
     assert run_job("backlog_consumer", services)["pulled"] == 0
+
+
+def test_a_weak_rerun_makes_no_claim_and_is_not_sent_to_the_critic(
+    services: Services, scripted_openai: Any, model: OpenAIChatModel, capture: ReasoningFlowRecorder
+) -> None:
+    use_scripted_model(services, scripted_openai)
+    flags(services, research_auto_enqueue_enabled=True, critic_auto_enqueue_enabled=True, backlog_consumer_enabled=True)
+    researcher(services, model, capture).research(ResearchQuestion("user_question", "lab/hba1c-trend", QUESTION))
+    (pending,) = rows(services, BacklogStatus.PENDING)
+    add(services, {"dose.md": b"# Dose\n\nA dose is taken daily."})  # one term of five: evidence, but weak
+    scripted_openai.script = [cite_first]
+    assert run_job("backlog_consumer", services)["completed"] == 1
+    row = Backlog(services).get(pending.request_id)
+    assert row is not None and row.completed_flow_id is not None
+    rerun = FlowService(services).admin_flow(ADMIN, row.completed_flow_id)
+    assert rerun.flow.outcome is not None and rerun.flow.outcome.type == "insufficient_evidence"
+    verdict = steps_of(services, row.completed_flow_id)[-1]
+    assert verdict["step_kind"] == "verdict" and verdict["back_refs"]["memory_claim_ref"] is None
+    assert [schema_of(r) for r in scripted_openai.requests] == ["knowledge_answer"]  # no claim: nothing to check
 
 
 @pytest.mark.parametrize("strategy", [CriticDispatchStrategy.MARK_FOR_REVIEW, CriticDispatchStrategy.RE_RESEARCH])

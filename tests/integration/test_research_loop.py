@@ -12,6 +12,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from flowledger.config import CriticDispatchStrategy
+from flowledger.errors import BacklogContention, LedgerContention
 from flowledger.jobs import run_job
 from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
@@ -56,6 +57,12 @@ def test_research_producer_is_off_by_default_and_enqueues_weak_results_when_on(s
     assert on_research_result(services, result(trigger_ref="q/3", hits=0, dispatched_from_backlog=True)) is None
 
 
+def test_a_composite_k_of_exactly_the_threshold_is_strong_enough(services: Services) -> None:
+    flags(services, research_auto_enqueue_enabled=True)
+    assert on_research_result(services, result(composite_k=0.6)) is None  # under 0.6 is weak; 0.6 is not
+    assert on_research_result(services, result(composite_k=0.5999)).reason == "weak_composite_k"  # type: ignore[union-attr]
+
+
 def test_critic_producer_enqueues_rejections_under_the_current_strategy(services: Services) -> None:
     verdict = CriticVerdict(
         claim_id="c-1",
@@ -76,6 +83,25 @@ def test_consumer_is_off_by_default(services: Services) -> None:
         "job": "backlog_consumer",
         "skipped": "BACKLOG_CONSUMER_ENABLED is off",
     }
+
+
+def test_the_consumer_pulls_nothing_while_the_model_configuration_cannot_be_read(services: Services) -> None:
+    from flowledger.llm.aws_model_config import reader_for
+
+    reader_for.cache_clear()  # a reader of this test's moto
+    missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:no-such-key-AbCdEf"
+    flags(
+        services,
+        research_auto_enqueue_enabled=True,
+        backlog_consumer_enabled=True,
+        openai_api_key=None,
+        openai_api_key_secret_arn=missing,
+    )
+    row = on_research_result(services, result(hits=0))
+    assert run_job("backlog_consumer", services) == {"job": "backlog_consumer", "skipped": "the model is unavailable"}
+    stored = Backlog(services).get(row.request_id)  # type: ignore[union-attr]
+    assert stored is not None and (stored.status, stored.dispatched_at) == ("pending", None)  # left for the next run
+    reader_for.cache_clear()
 
 
 def test_without_a_dispatcher_rows_fail_voluntarily(services: Services) -> None:
@@ -252,17 +278,21 @@ def test_concurrent_weak_results_for_one_trigger_open_one_row(services: Services
     errors: list[BaseException] = []
 
     def produce() -> None:
-        try:
-            rows.append(on_research_result(services, result(hits=0)))
-        except BaseException as exc:
-            errors.append(exc)
+        for _ in range(20):  # a contended write is retried, as an agent's caller would
+            try:
+                rows.append(on_research_result(services, result(hits=0)))
+                return
+            except (BacklogContention, LedgerContention):
+                continue
+            except BaseException as exc:
+                errors.append(exc)
+                return
 
     threads = [threading.Thread(target=produce) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    settled = [r for r in rows if r is not None]
-    assert {r.request_id for r in settled} == {settled[0].request_id}
-    assert all(type(e).__name__ in ("BacklogContention", "LedgerContention") for e in errors)  # retryable only
+    assert errors == [] and len(rows) == 8 and None not in rows
+    assert len({r.request_id for r in rows}) == 1  # every producer got the one open row
     assert Backlog(services).view().status_distribution["pending"] == 1
