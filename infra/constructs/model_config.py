@@ -53,19 +53,9 @@ class ModelAccess:
     @classmethod
     def from_context(cls, node: Node) -> ModelAccess:
         """Read and check ``flowledger:model``; a bad value fails the synth with a message naming the key."""
-        value = node.try_get_context(MODEL_CONTEXT)
-        if value is None or value == "":
+        value = context_object(node, MODEL_CONTEXT, KEYS)
+        if value is None:
             return cls()
-        if isinstance(value, str):  # from `cdk -c 'flowledger:model={...}'`
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ValueError(f"{MODEL_CONTEXT} must be a JSON object") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"{MODEL_CONTEXT} must be an object with any of {', '.join(KEYS)}")
-        unknown = sorted(set(value) - set(KEYS))
-        if unknown:
-            raise ValueError(f"{MODEL_CONTEXT}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
         for key in KEYS:
             if key in value and not isinstance(value[key], str):
                 raise ValueError(f"{MODEL_CONTEXT}.{key} must be a string")
@@ -163,19 +153,9 @@ class EmbeddingModels:
     @classmethod
     def from_context(cls, node: Node, model: ModelAccess) -> EmbeddingModels:
         """Read and check ``flowledger:embeddings``; a bad value fails the synth with a message naming the key."""
-        value = node.try_get_context(EMBEDDINGS_CONTEXT)
-        if value is None or value == "":
+        value = context_object(node, EMBEDDINGS_CONTEXT, EMBEDDING_KEYS)
+        if value is None:
             return cls()
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ValueError(f"{EMBEDDINGS_CONTEXT} must be a JSON object") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"{EMBEDDINGS_CONTEXT} must be an object with pathways and/or knowledge")
-        unknown = sorted(set(value) - set(EMBEDDING_KEYS))
-        if unknown:
-            raise ValueError(f"{EMBEDDINGS_CONTEXT}: unknown key {unknown[0]!r} (known: {', '.join(EMBEDDING_KEYS)})")
         for key, allowed in (("pathways", PATHWAY_MODELS), ("knowledge", KNOWLEDGE_MODELS)):
             if key in value and value[key] not in allowed:
                 raise ValueError(f"{EMBEDDINGS_CONTEXT}.{key} must be one of {', '.join(allowed)}, not {value[key]!r}")
@@ -223,6 +203,25 @@ class EmbeddingModels:
                 function.add_to_role_policy(
                     iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.voyage_secret_arn])
                 )
+
+
+def context_object(node: Node, name: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The context value ``name`` as an object of ``keys`` only (a JSON string from ``cdk -c`` is parsed);
+    None when it is not set. A bad value fails the synth with a message naming the key."""
+    value = node.try_get_context(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):  # from `cdk -c 'name={...}'`
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"{name} must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be an object with any of {', '.join(keys)}")
+    unknown = sorted(set(value) - set(keys))
+    if unknown:
+        raise ValueError(f"{name}: unknown key {unknown[0]!r} (known: {', '.join(keys)})")
+    return value
 
 
 def _check(value: dict[str, Any], key: str, pattern: re.Pattern[str], what: str) -> None:
