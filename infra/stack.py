@@ -19,7 +19,7 @@ from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
 from infra.constructs.model_config import EmbeddingModels, ModelAccess
 from infra.constructs.operations import Operations, Watched
-from infra.constructs.research_loop import ResearchLoopSwitches
+from infra.constructs.research_loop import LOOP_CONTEXT, ResearchLoopSwitches
 from infra.constructs.stage import StagePolicy
 from infra.constructs.trial_cleanup import LockedBucketCleanup
 
@@ -119,13 +119,20 @@ class FlowledgerStack(Stack):
         ContinuitySwitches.from_context(self.node).apply(chat.function)
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults, stage=stage)
         data.grant(jobs.function, JOBS_ACCESS)
-        ResearchLoopSwitches.from_context(self.node).apply(jobs.function)
+        loop = ResearchLoopSwitches.from_context(self.node)
+        if loop.enabled and not ModelAccess.from_context(self.node).reaches_a_server:
+            # The offline model would answer real rows, and its confident answers would seed pathways.
+            raise ValueError(
+                f"{LOOP_CONTEXT}=true needs flowledger:model to give secretArn, baseUrl or baseUrlParameter"
+            )
+        loop.apply(jobs.function)
         model = ModelAccess.from_context(self.node)
         EmbeddingModels.from_context(self.node, model).apply(
             model,
             chat_functions=(chat.function, jobs.function),  # the chat, and the research agents in the jobs
             pathway_functions=(self.capability_functions["reasoning"], jobs.function),
-            knowledge_functions=(self.capability_functions["documents"], chat.function),
+            # The research agents in the jobs search the knowledge base as the chat does.
+            knowledge_functions=(self.capability_functions["documents"], chat.function, jobs.function),
         )
         Operations(
             self,

@@ -5,6 +5,9 @@ CDK's own auto-delete cannot: a version still inside its GOVERNANCE retention is
 ``x-amz-bypass-governance-retention``, which its handler never sends. This one deletes every version
 and delete marker with the bypass (the role may ``s3:BypassGovernanceRetention`` on this bucket only).
 Create and Update do nothing. A COMPLIANCE lock (prod) cannot be bypassed, and prod never deploys this.
+
+CloudFormation also sends Delete when the resource alone goes (an update's rollback, a renamed logical
+id) while the bucket stays in use: the bucket is emptied only when the stack itself is being deleted.
 """
 
 from __future__ import annotations
@@ -70,13 +73,22 @@ def respond(event: dict[str, Any], status: str, reason: str) -> None:
         pass
 
 
+def stack_is_being_deleted(stack_id: str) -> bool:
+    """Whether the stack (not just this resource) is being deleted."""
+    stacks = boto3.client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
+    return bool(stacks) and stacks[0]["StackStatus"] == "DELETE_IN_PROGRESS"
+
+
 def handler(event: dict[str, Any], context: object) -> None:
     status, reason = "SUCCESS", "nothing to do"
     try:
         if event["RequestType"] == "Delete":
             bucket = event["ResourceProperties"]["BucketName"]
-            count = empty(boto3.client("s3"), bucket)
-            reason = f"deleted {count} versions of {bucket}"
+            if stack_is_being_deleted(event["StackId"]):
+                count = empty(boto3.client("s3"), bucket)
+                reason = f"deleted {count} versions of {bucket}"
+            else:
+                reason = f"the stack is not being deleted: {bucket} is kept"
             logger.info(reason)
     except Exception as error:  # CloudFormation waits an hour for an answer that never comes otherwise
         status, reason = "FAILED", f"{type(error).__name__}: {error}"

@@ -141,7 +141,8 @@ class EmbeddingModels:
     only the pathway functions may read it.
 
     The pathway model is set on the functions that match and embed pathways (the reasoning routes and
-    the jobs), the knowledge model on those that index and search documents (documents and chat). An
+    the jobs), the knowledge model on those that index and search documents (documents, chat, and the
+    jobs, where the research agents search). An
     OpenAI model needs ``flowledger:model`` to name a key or a server, and gives exactly the functions
     that use it the model's access (:meth:`ModelAccess.apply`).
     """

@@ -37,6 +37,10 @@ class LockedBucketCleanup(Construct):
             memory_size=256,
         )
         stack = Stack.of(self)
+        # It empties only while the stack itself is being deleted, which it reads from the stack's status.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[stack.stack_id])
+        )
         findings = []
         for bucket in buckets:
             self.function.add_to_role_policy(

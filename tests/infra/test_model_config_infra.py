@@ -166,7 +166,7 @@ EMBEDDING_CONTEXT: dict[str, Any] = {
 }
 # Logical-id prefixes of the functions that embed each kind of text (the chat function always calls a model).
 PATHWAY_EMBEDDERS = ("Functionreasoning", "JobsFunction")
-KNOWLEDGE_EMBEDDERS = ("Functiondocuments", "ChatFunction")
+KNOWLEDGE_EMBEDDERS = ("Functiondocuments", "ChatFunction", "JobsFunction")
 
 
 def by_prefix(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:

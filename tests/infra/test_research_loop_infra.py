@@ -28,7 +28,8 @@ def test_by_default_the_loop_is_off_on_the_jobs_function(resources: dict[str, An
 
 
 def test_the_context_turns_every_switch_on_and_picks_the_strategy() -> None:
-    variables = jobs_variables(resources_with({LOOP_CONTEXT: "true", STRATEGY_CONTEXT: "re_research"}))
+    model = {"flowledger:model": {"baseUrl": "https://llm.example.com/v1", "model": "m"}}
+    variables = jobs_variables(resources_with({LOOP_CONTEXT: "true", STRATEGY_CONTEXT: "re_research", **model}))
     assert {v: variables[v] for v in LOOP_VARIABLES} == dict.fromkeys(LOOP_VARIABLES, "true")
     assert variables["CRITIC_DISPATCH_STRATEGY"] == "re_research"
 
@@ -39,3 +40,9 @@ def test_the_context_turns_every_switch_on_and_picks_the_strategy() -> None:
 def test_a_bad_value_fails_the_synth_naming_the_key(context: dict[str, Any], key: str) -> None:
     with pytest.raises(ValueError, match=key):
         ResearchLoopSwitches.from_context(App(context=context).node)
+
+
+def test_the_loop_without_a_model_fails_the_synth() -> None:
+    # The offline model would answer real rows, and its confident answers would seed pathways.
+    with pytest.raises(ValueError, match="needs flowledger:model"):
+        resources_with({LOOP_CONTEXT: "true"})

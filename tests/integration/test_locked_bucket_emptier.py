@@ -22,12 +22,26 @@ REGION = "us-east-1"
 BUCKET = "flowledger-checkpoints-trial"
 
 
-def load_handler() -> ModuleType:
+def load_handler(stack_status: str = "DELETE_IN_PROGRESS") -> ModuleType:
+    """The handler, its stack's status as CloudFormation would describe it (``DescribeStacks`` is faked:
+    moto cannot hold a stack mid-deletion)."""
     path = ROOT / "functions" / "locked_bucket_emptier" / "handler.py"
     spec = importlib.util.spec_from_file_location("locked_bucket_emptier_handler", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+
+    class CloudFormationClient:
+        def describe_stacks(self, StackName: str) -> dict[str, Any]:
+            assert StackName.startswith("arn:aws:cloudformation:")
+            return {"Stacks": [{"StackId": StackName, "StackStatus": stack_status}]}
+
+    real = module.boto3.client
+    module.boto3 = type(
+        "Boto3",
+        (),
+        {"client": staticmethod(lambda name: CloudFormationClient() if name == "cloudformation" else real(name))},
+    )
     return module
 
 
@@ -146,3 +160,14 @@ def test_a_refused_delete_is_reported_as_failed_not_left_hanging(
     (answer,) = cloudformation.answers
     assert answer["Status"] == "FAILED"
     assert "not deleted" in answer["Reason"] and "AccessDenied" in answer["Reason"]
+
+
+@pytest.mark.parametrize("stack_status", ["UPDATE_ROLLBACK_IN_PROGRESS", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"])
+def test_a_delete_of_the_resource_alone_keeps_the_bucket(
+    s3: Any, cloudformation: CloudFormation, stack_status: str
+) -> None:
+    """An update's rollback (or a renamed logical id) deletes the resource while the bucket stays in use."""
+    load_handler(stack_status).handler(cloudformation.event("Delete"), None)
+    (answer,) = cloudformation.answers
+    assert answer["Status"] == "SUCCESS" and "is kept" in answer["Reason"]
+    assert versions(s3) == 5

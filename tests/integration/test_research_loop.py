@@ -11,7 +11,7 @@ import httpx
 import pytest
 from botocore.credentials import Credentials
 
-from flowledger.config import CriticDispatchStrategy
+from flowledger.config import CriticDispatchStrategy, load_settings
 from flowledger.errors import BacklogContention, LedgerContention
 from flowledger.jobs import run_job
 from flowledger.research.backlog import Backlog
@@ -138,7 +138,7 @@ def test_re_research_dispatches_and_leaves_rows_of_the_other_strategy(services: 
             return "fl_01JD0000000000000000000000"
 
     counts = BacklogConsumer(services, dispatchers={"critic": Researcher()}).run_once()
-    assert counts == {"pulled": 1, "completed": 1, "failed_voluntary": 0, "marked_for_review": 0}
+    assert counts == {"pulled": 1, "completed": 1, "failed_voluntary": 0, "marked_for_review": 0, "lost": 0}
     assert [r.request_id for r in seen] == [fresh.request_id]  # type: ignore[union-attr]
     assert "No evidence" in seen[0].question_framing
     assert Backlog(services).view().status_distribution["pending"] == 1  # the old strategy's row stays
@@ -270,14 +270,33 @@ def test_a_second_rejection_of_an_open_claim_is_the_same_row(services: Services)
     assert fresh is not None and fresh.request_id != first.request_id
 
 
-def test_concurrent_weak_results_for_one_trigger_open_one_row(services: Services) -> None:
+@pytest.mark.usefixtures("clean_environment")
+def test_concurrent_weak_results_for_one_trigger_open_one_row(locked_moto: str) -> None:
+    """Eight producers at once, each with its own clients, on the locked moto server (whose transactions
+    are atomic, as DynamoDB's are): one row opens, and every producer gets it."""
     import threading
+    import uuid
 
-    flags(services, research_auto_enqueue_enabled=True)
+    from flowledger.local.devserver import EMBEDDED_CREDENTIALS
+    from flowledger.services import build_services
+    from flowledger.store.provision import create_table
+    from flowledger.store.tables import table_spec
+
+    settings = load_settings(
+        aws_endpoint_url=locked_moto,
+        resource_prefix=f"guard{uuid.uuid4().hex[:8]}",
+        research_auto_enqueue_enabled=True,
+    )
+    setup = build_services(settings, EMBEDDED_CREDENTIALS)
+    for table in ("backlog", "backlog_tickets", "ledger"):
+        create_table(setup.aws, table_spec(table))
     rows: list[Any] = []
     errors: list[BaseException] = []
+    start_line = threading.Barrier(8)
 
     def produce() -> None:
+        services = build_services(settings, EMBEDDED_CREDENTIALS)  # its own clients and head cache
+        start_line.wait()
         for _ in range(20):  # a contended write is retried, as an agent's caller would
             try:
                 rows.append(on_research_result(services, result(hits=0)))
@@ -295,4 +314,40 @@ def test_concurrent_weak_results_for_one_trigger_open_one_row(services: Services
         thread.join()
     assert errors == [] and len(rows) == 8 and None not in rows
     assert len({r.request_id for r in rows}) == 1  # every producer got the one open row
-    assert Backlog(services).view().status_distribution["pending"] == 1
+    assert Backlog(setup).view().status_distribution["pending"] == 1
+
+
+def test_a_close_that_loses_its_race_is_counted_and_the_run_goes_on(services: Services) -> None:
+    """A row completed by someone else while its agent ran: the consumer logs it and closes the next."""
+    flags(services, research_auto_enqueue_enabled=True)
+    on_research_result(services, result(trigger_ref="q/a", hits=0))
+    on_research_result(services, result(trigger_ref="q/b", hits=0))
+
+    class Overtaken:
+        def dispatch(self, row: BacklogRow) -> str | None:
+            if row.trigger_ref == "q/a":  # an operator closed it meanwhile, through the admin route
+                Backlog(services).complete("user:operator", row.request_id, Completion(error="closed_by_hand"))
+            return None
+
+    counts = BacklogConsumer(services, dispatchers={}, default=Overtaken()).run_once()
+    assert (counts["pulled"], counts["lost"], counts["completed"]) == (2, 1, 1)
+
+
+def test_a_stale_guard_naming_an_ended_row_never_blocks_its_trigger(services: Services) -> None:
+    """A guard left behind (say, by a store restored from an older backup) is cleared, not obeyed."""
+    from flowledger.research.backlog import guard_key
+    from flowledger.research.loop import _key
+
+    flags(services, research_auto_enqueue_enabled=True)
+    first = on_research_result(services, result(hits=0))
+    backlog = Backlog(services)
+    pulled = backlog.pull_next("user:consumer")
+    assert pulled is not None
+    backlog.complete("user:consumer", pulled.request_id, Completion())
+    table = services.aws.table_name("backlog")
+    stale = {"request_id": {"S": guard_key(_key("research", "user_question", "q/1"))}}
+    services.aws.dynamodb.put_item(TableName=table, Item={**stale, "open_request_id": {"S": first.request_id}})  # type: ignore[union-attr]
+    fresh = on_research_result(services, result(hits=0))
+    assert fresh is not None and fresh.request_id != first.request_id and fresh.status == "pending"  # type: ignore[union-attr]
+    guard = services.aws.dynamodb.get_item(TableName=table, Key=stale)["Item"]
+    assert guard["open_request_id"]["S"] == fresh.request_id  # the fresh row holds it now

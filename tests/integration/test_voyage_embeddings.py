@@ -380,3 +380,22 @@ def test_an_unreadable_key_secret_makes_the_match_unavailable(
         with pytest.raises(ModelUnavailable):
             pathway_embeddings_for(settings).embed(["one"])
     reader_for.cache_clear()
+
+
+def test_a_key_secret_that_cannot_go_in_a_header_makes_the_match_unavailable(
+    clean_environment: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from flowledger.llm.aws_model_config import ModelUnavailable, reader_for
+
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    reader_for.cache_clear()
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", region_name="us-east-1")
+        arn = secrets.create_secret(Name="voyage-key", SecretString="pa-“smart”")["ARN"]
+        settings = load_settings(pathway_embedding_model="voyage_3_5_lite", voyage_api_key_secret_arn=arn)
+        with pytest.raises(ModelUnavailable):  # a 503, not the UnicodeEncodeError a header would raise
+            pathway_embeddings_for(settings).embed(["one"])
+    reader_for.cache_clear()

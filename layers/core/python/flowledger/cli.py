@@ -772,6 +772,123 @@ def _add_research_commands(commands: Any) -> None:
     _store_option(eval_run)
 
 
+# ---- exported flows: shape lint and the golden signature check (`flowledger flows ...`) ----
+# Both read the export's JSONL offline (no store): a file that cannot be read or a line that is not a
+# record is exit 2 naming the line; a check that ran and found a critical rule or too much drift is exit 1.
+
+
+def _flow_records(path: str, check: Any) -> Any:
+    """``check(records)`` over the records of ``path``, streamed; a bad line ends the command naming it."""
+    from flowledger.reasoning.dataset import RecordInvalid, read_records
+
+    try:
+        with open(path, "rb") as file:
+            return check(read_records(file))
+    except OSError as exc:
+        raise CommandFailed(f"{path}: {exc.strerror or type(exc).__name__}") from None
+    except RecordInvalid as exc:
+        raise CommandFailed(f"{path} {exc.message}") from None
+
+
+def cmd_flows_lint(args: argparse.Namespace) -> int:
+    from flowledger.reasoning.flow_lint import lint_records
+
+    report = _flow_records(args.file, lint_records)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        for finding in report.findings:
+            print(f"{finding.severity:<8}  line {finding.line}  {finding.flow_id}  {finding.rule}: {finding.detail}")
+        print(
+            f"{counted(report.flows, 'flow')}: {report.critical} critical, {counted(report.warnings, 'warning')}:"
+            f" {report.verdict}"
+        )
+    return 1 if report.verdict == "FAIL" else 0
+
+
+def cmd_flows_signature_check(args: argparse.Namespace) -> int:
+    from flowledger.reasoning.signatures import packaged_corpus, parse_corpus
+
+    if args.corpus is None:
+        corpus = packaged_corpus()
+    else:
+        try:
+            with open(args.corpus, "rb") as file:
+                corpus = parse_corpus(file.read(), args.corpus)
+        except OSError as exc:
+            raise CommandFailed(f"{args.corpus}: {exc.strerror or type(exc).__name__}") from None
+    from flowledger.reasoning.signatures import check_records
+
+    report = _flow_records(args.input, lambda records: check_records(corpus, records, args.threshold))
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        for finding in report.findings:
+            if finding.finding != "matched":
+                print(
+                    f"{finding.finding:<14}  line {finding.line}  {finding.flow_id}  {finding.trigger_type}:"
+                    f" {finding.detail}"
+                )
+        print(
+            f"{counted(report.flows, 'flow')}: {report.matched} matched, {report.sequence_drift} sequence drift,"
+            f" {report.outcome_drift} outcome drift, {report.skipped} skipped; drift {report.drift_share:.2%}"
+            f" of {report.compared} compared (threshold {report.threshold:.2%}): {'PASS' if report.passed else 'FAIL'}"
+        )
+    return 0 if report.passed else 1
+
+
+def _share(value: str) -> float:
+    """An argparse type: a share between 0 and 1 (0.05 is 5 %)."""
+    try:
+        share = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0.0 <= share <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    return share
+
+
+def _add_flows_commands(commands: Any) -> None:
+    """`flowledger flows lint|signature-check` over a `flows export --format raw` JSONL file."""
+    flows = _actions(
+        _command(commands, "flows", "check exported reasoning flows (JSONL, one closed flow a line) offline"),
+        "flows_command",
+    )
+    lint = _command(
+        flows,
+        "lint",
+        "check every flow for shape anomalies: 3 critical rules and 4 warnings",
+        cmd_flows_lint,
+        "Critical: empty_step_sequence, verdict_before_retrieval, no_model_call_ref. Warnings: empty_agent_set,"
+        " aggregate_confidence_one, duplicate_consecutive_kinds, summary_hidden_majority. Exits 1 on any"
+        " critical finding (FAIL), 0 on PASS or PASS-WITH-NOTES, 2 when a line is not a flow record.",
+    )
+    lint.add_argument("file", metavar="FILE", help="the flows file (JSONL, as `flows export --format raw` writes it)")
+    _json_option(lint, "the verdict, the counts and every finding")
+    check = _command(
+        flows,
+        "signature-check",
+        "compare every flow's step kinds and outcome with the golden signatures of its trigger type",
+        cmd_flows_signature_check,
+        "Each flow is matched, sequence_drift, outcome_drift or skipped (its trigger type is not in the corpus)."
+        " Exits 1 when the drifted share of the compared flows exceeds --threshold, 0 otherwise,"
+        " 2 when a line is not a flow record or the corpus cannot be read.",
+    )
+    check.add_argument("--input", required=True, metavar="FILE", help="the flows file (JSONL) to check")
+    check.add_argument(
+        "--threshold",
+        type=_share,
+        default=0.0,
+        help="the drifted share of compared flows allowed, 0 to 1 (default 0: any drift fails; 0.05 allows 5%%)",
+    )
+    check.add_argument(
+        "--corpus",
+        metavar="FILE",
+        help="a signature corpus to use instead of the packaged one (flowledger/reasoning/expected_signatures.json)",
+    )
+    _json_option(check, "the counts and every flow's finding")
+
+
 def _store_option(parser: argparse.ArgumentParser) -> None:
     """``--data-dir`` for commands that touch the store: local server, or AWS when omitted."""
     parser.add_argument(
@@ -941,6 +1058,7 @@ def build_parser() -> argparse.ArgumentParser:
     _store_option(remove)
 
     _add_research_commands(commands)
+    _add_flows_commands(commands)
 
     chat = _command(
         commands,

@@ -16,6 +16,7 @@ burst of requests neither calls AWS again nor logs again, and a fixed secret is 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ logger = logging.getLogger("flowledger.llm")
 T = TypeVar("T")
 # How long a failed read answers for itself before the next request tries AWS again.
 FAILURE_MEMORY_SECONDS = 30.0
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # what an API key sent as a bearer token may hold
 PUBLIC_MESSAGE = "the model is not available: its configuration could not be read; retry later"
 _MAX_MODEL_NAME = 200
 
@@ -168,4 +170,9 @@ def voyage_key_from_aws(settings: Settings) -> str:
     """The Voyage key in the secret FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN names; ``ModelUnavailable`` if unreadable."""
     arn = settings.voyage_api_key_secret_arn or ""
     reader = reader_for(settings.aws_region, settings.aws_endpoint_url)
-    return reader.secret(arn, "FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN", settings.model_config_max_age_seconds)
+    key = reader.secret(arn, "FLOWLEDGER_VOYAGE_API_KEY_SECRET_ARN", settings.model_config_max_age_seconds)
+    if not _HEADER_SAFE.fullmatch(key):
+        # It goes into an HTTP header as it is (a pasted smart quote would fail there, as a 500); never shown.
+        logger.error("model unavailable: secret %s holds a key that is not printable ASCII", arn)
+        raise ModelUnavailable(PUBLIC_MESSAGE)
+    return key

@@ -309,7 +309,7 @@ def _log_requests() -> None:
 
 
 # The research loop runs locally as it would in a deployment that turned it on: the agents' flows
-# are recorded, their weak results and rejected claims enqueue, and the consumer job dispatches them.
+# are recorded, weak results and rejected claims outside the backlog enqueue, and the consumer job dispatches them.
 RESEARCH_LOOP_VARIABLES = {
     "REASONING_FLOW_CAPTURE_ENABLED": "reasoning_flow_capture_enabled",
     "RESEARCH_AUTO_ENQUEUE_ENABLED": "research_auto_enqueue_enabled",

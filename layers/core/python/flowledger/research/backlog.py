@@ -116,59 +116,71 @@ class Backlog:
             return entry, [put, *self._guard_put(open_key, request_id)], row
 
         counted = self._counters.update_item(moved(None, (BacklogStatus.PENDING, 0)), request_id)
-        try:
-            return self._write_with_ticket(write, counted), True
-        except ConditionFailed as failed:
-            if failed.index == 1 and open_key is not None:  # the guard: a row under this key is open
-                holder = self._open_row(open_key)
-                if holder is not None:
-                    return holder, False
-                raise BacklogContention("the open request under this key just ended; retry") from None
-            existing = self.get(request_id)
-            if existing is None:  # pragma: no cover - a row is never deleted before its TTL
-                raise
-            return existing, False
+        for attempt in range(2):
+            try:
+                return self._write_with_ticket(write, counted), True
+            except ConditionFailed as failed:
+                if failed.index == 1 and open_key is not None:  # the guard: a row under this key is open
+                    holder = self._open_row(open_key)
+                    if holder is not None:
+                        return holder, False
+                    if attempt == 0:
+                        continue  # the holder ended (or its guard was stale and is gone now): once more
+                    raise BacklogContention("the open request under this key keeps changing; retry") from None
+                existing = self.get(request_id)
+                if existing is None:  # pragma: no cover - a row is never deleted before its TTL
+                    raise
+                return existing, False
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _guard_put(self, open_key: str | None, request_id: str) -> list[dict[str, Any]]:
         if open_key is None:
             return []
-        # Expires with the longest a row stays open plus its retention: a lost release cannot block forever.
-        expires = int((self._s.clock() + timedelta(days=self._s.settings.backlog_retention_days)).timestamp())
+        # No TTL: a row stays open as long as it likes (pending rows never expire), and its guard with it;
+        # every end of the row deletes the guard in the same transaction.
         return [
             {
                 "Put": {
                     "TableName": self._table,
-                    "Item": {
-                        "request_id": {"S": guard_key(open_key)},
-                        "open_request_id": {"S": request_id},
-                        "expires_at": {"N": str(expires)},
-                    },
+                    "Item": {"request_id": {"S": guard_key(open_key)}, "open_request_id": {"S": request_id}},
                     "ConditionExpression": "attribute_not_exists(request_id)",
                 }
             }
         ]
 
     def _open_row(self, open_key: str) -> BacklogRow | None:
-        """The row holding ``open_key``, or None when it was released meanwhile."""
-        guard = self._db.get_item(
-            TableName=self._table, Key={"request_id": {"S": guard_key(open_key)}}, ConsistentRead=True
-        ).get("Item")
-        return self.get(guard["open_request_id"]["S"]) if guard else None
+        """The open row holding ``open_key``; None when it was released meanwhile.
+
+        A guard naming a row that has ended (or is gone) is stale: it is deleted, conditionally on still
+        naming that row, so it can never block the trigger.
+        """
+        key = {"request_id": {"S": guard_key(open_key)}}
+        guard = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
+        if guard is None:
+            return None
+        holder_id = guard["open_request_id"]["S"]
+        holder = self.get(holder_id)
+        if holder is not None and holder.status in (BacklogStatus.PENDING, BacklogStatus.DISPATCHED):
+            return holder
+        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+            self._db.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression="open_request_id = :holder",
+                ExpressionAttributeValues={":holder": {"S": holder_id}},
+            )
+        return None
 
     def _guard_release(self, row: BacklogRow) -> list[dict[str, Any]]:
-        """The delete of ``row``'s guard, with its end (only the guard it holds: another row's stays)."""
+        """The delete of ``row``'s guard, with its end.
+
+        Unconditional: while a row is open no other row can hold its key (the put is conditional and the
+        guard has no TTL), so the guard there is this row's, or none; a condition here could only ever
+        keep a row from ending.
+        """
         if row.open_key is None:
             return []
-        return [
-            {
-                "Delete": {
-                    "TableName": self._table,
-                    "Key": {"request_id": {"S": guard_key(row.open_key)}},
-                    "ConditionExpression": "attribute_not_exists(request_id) OR open_request_id = :mine",
-                    "ExpressionAttributeValues": {":mine": {"S": row.request_id}},
-                }
-            }
-        ]
+        return [{"Delete": {"TableName": self._table, "Key": {"request_id": {"S": guard_key(row.open_key)}}}}]
 
     def request_deeper(self, actor: str, body: DeeperRequest) -> tuple[BacklogRow, bool]:
         """An operator asks for deeper research: the enqueue, then ``admin.reasoning.research.deeper_requested``.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from flowledger.config import CriticDispatchStrategy
-from flowledger.errors import UpstreamUnavailable
+from flowledger.errors import BacklogContention, Conflict, LedgerContention, UpstreamUnavailable
 from flowledger.ids import new_id
 from flowledger.research.agents.recording import AgentGaveUp
 from flowledger.research.backlog import Backlog
@@ -126,7 +126,21 @@ class BacklogConsumer:
         settings = self.services.settings
         backlog = Backlog(self.services)
         strategy = settings.critic_dispatch_strategy
-        counts = {"pulled": 0, "completed": 0, "failed_voluntary": 0, "marked_for_review": 0}
+        counts = {"pulled": 0, "completed": 0, "failed_voluntary": 0, "marked_for_review": 0, "lost": 0}
+
+        def close(row: BacklogRow, completion: Completion, outcome: str) -> None:
+            """Complete the row, counted under ``outcome``; a close that loses a race is logged, not raised:
+            the stale sweep returns the row, and the rest of the run goes on."""
+            try:
+                backlog.complete(CONSUMER_ACTOR, row.request_id, completion)
+            except (Conflict, BacklogContention, LedgerContention) as exc:
+                logger.warning(
+                    "backlog row could not be closed", extra={"request_id": row.request_id, "error": type(exc).__name__}
+                )
+                counts["lost"] += 1
+                return
+            counts[outcome] += 1
+
         deadline = self.monotonic() + CONSUMER_TIME_BUDGET_SECONDS
         while counts["pulled"] < MAX_PULLS_PER_RUN and self.monotonic() < deadline:
             row = backlog.pull_next(CONSUMER_ACTOR, strategy=strategy.value)
@@ -138,29 +152,24 @@ class BacklogConsumer:
                     CONSUMER_ACTOR,
                     ClaimMark(claim_id=row.trigger_ref, rejection_summary=row.question_framing[:1000]),
                 )
-                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion())
-                counts["marked_for_review"] += 1
+                close(row, Completion(), "marked_for_review")
                 continue
             dispatcher = self.dispatchers.get(row.trigger_type, self.default)
             if dispatcher is None:
-                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error="no_dispatcher_configured"))
-                counts["failed_voluntary"] += 1
+                close(row, Completion(error="no_dispatcher_configured"), "failed_voluntary")
                 continue
             try:
                 flow_id = dispatcher.dispatch(row)
             except AgentGaveUp as exc:  # the agent's own reason: the row fails voluntarily with it
-                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error=exc.reason))
-                counts["failed_voluntary"] += 1
+                close(row, Completion(error=exc.reason), "failed_voluntary")
                 continue
             except Exception as exc:  # a dispatcher bug fails the row, never the job
                 logger.warning(
                     "backlog dispatcher failed", extra={"request_id": row.request_id, "error": type(exc).__name__}
                 )
-                backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(error="dispatcher_failed"))
-                counts["failed_voluntary"] += 1
+                close(row, Completion(error="dispatcher_failed"), "failed_voluntary")
                 continue
-            backlog.complete(CONSUMER_ACTOR, row.request_id, Completion(flow_id=flow_id))
-            counts["completed"] += 1
+            close(row, Completion(flow_id=flow_id), "completed")
         return counts
 
 

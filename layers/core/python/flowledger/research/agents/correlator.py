@@ -19,6 +19,7 @@ from typing import Any
 from flowledger.ledger.events import timestamp
 from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError
 from flowledger.llm.retry import HarnessRetryPolicies
+from flowledger.pathways.extraction import BENCHMARK_REF_PREFIX
 from flowledger.reasoning.models import FlowView
 from flowledger.reasoning.recorder import ReasoningFlowRecorder
 from flowledger.research.agents.recording import AgentGaveUp, AgentRecording, recorded, timed
@@ -125,7 +126,8 @@ class Correlator:
         summary = f"Correlation of the {trigger_type.replace('_', ' ')} family"
         with recorded(self._recorder, TRIGGER_TYPE, f"family/{trigger_type}", summary) as recording:
             flows, latency = timed(lambda: FlowService(self._s).closed_flows_of_family(trigger_type, since, MAX_FLOWS))
-            found = aggregate(trigger_type, flows)
+            # An evaluation run's flows measure the agents; they say nothing about the family's real turns.
+            found = aggregate(trigger_type, [f for f in flows if not f.trigger_ref.startswith(BENCHMARK_REF_PREFIX)])
             recording.step(
                 "aggregation",
                 AGENT,
