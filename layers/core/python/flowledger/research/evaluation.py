@@ -41,8 +41,14 @@ from flowledger.llm.ports import ChatModel
 from flowledger.reasoning.recorder import ReasoningFlowRecorder
 from flowledger.research.agents.recording import AgentRecording, recorded
 from flowledger.research.agents.researcher import AGENT as RESEARCHER
-from flowledger.research.agents.researcher import Evidence, Gathered, Researcher, ResearchGaveUp, ResearchQuestion
-from flowledger.research.loop import WEAK_COMPOSITE_K
+from flowledger.research.agents.researcher import (
+    Evidence,
+    Gathered,
+    Researcher,
+    ResearchGaveUp,
+    ResearchQuestion,
+    is_weak,
+)
 from flowledger.services import Services
 
 TRIGGER_TYPE = "user_question"
@@ -170,8 +176,7 @@ class EvaluationReport(BaseModel):
 
 def outcome_for(hits: int, composite_k: float, cited: int) -> Outcome:
     """The researcher's rule: no hits, no citation or ``composite_k`` under the weak bound is insufficient."""
-    weak = hits == 0 or cited == 0 or composite_k < WEAK_COMPOSITE_K
-    return "insufficient_evidence" if weak else "recommendation_delivered"
+    return "insufficient_evidence" if is_weak(hits, composite_k, cited) else "recommendation_delivered"
 
 
 def judge(case: Case, outcome: Outcome, expected_found: int | None, outside: int) -> str | None:

@@ -111,6 +111,11 @@ def queries_for(question: ResearchQuestion) -> list[str]:
     return [q for q in dict.fromkeys(candidates) if q][:MAX_QUERIES]
 
 
+def is_weak(hits: int, composite_k: float, cited: int) -> bool:
+    """The one rule of a weak result: no hits, no citation, or ``composite_k`` under ``WEAK_COMPOSITE_K``."""
+    return hits == 0 or cited == 0 or composite_k < WEAK_COMPOSITE_K
+
+
 def coverage(text: str, terms: set[str]) -> float:
     """The share of ``terms`` that ``text`` holds (1.0 for no terms: nothing was asked for)."""
     return len(terms & set(tokenize(text))) / len(terms) if terms else 1.0
@@ -187,18 +192,12 @@ class Researcher:
 
     def _run(self, question: ResearchQuestion, recording: AgentRecording) -> Finding:
         gathered = self.gather(question)
-        queries, evidence, answered, score, latency = (
-            gathered.queries,
-            list(gathered.evidence),
-            gathered.answered,
-            gathered.composite_k,
-            gathered.latency_ms,
-        )
+        queries, evidence, score = gathered.queries, list(gathered.evidence), gathered.composite_k
         recording.step(
             "retrieval",
             AGENT,
-            f"Ran {len(queries)} queries; {len(evidence)} documents found by {answered} of them",
-            latency_ms=latency,
+            f"Ran {len(queries)} queries; {len(evidence)} documents found by {gathered.answered} of them",
+            latency_ms=gathered.latency_ms,
             confidence=score,
             outputs={"queries": len(queries), "documents": len(evidence), "composite_k": score},
         )
@@ -218,7 +217,7 @@ class Researcher:
             back_refs={"llm_call_log_ref": ref},
             outputs={"cited": cited},
         )
-        weak = score < WEAK_COMPOSITE_K or cited == 0
+        weak = is_weak(len(evidence), score, cited)
         claim_id = None if weak else new_id("clm_")
         recording.step(
             "verdict",
