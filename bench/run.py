@@ -21,6 +21,8 @@ BENCHMARKS = [
     "devserver.py",
     "tabular.py",
     "continuity.py",
+    "recorder.py",
+    "flow_export.py",
 ]
 
 

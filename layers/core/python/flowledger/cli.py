@@ -849,9 +849,9 @@ def _share(value: str) -> float:
 
 
 def _add_flows_commands(commands: Any) -> None:
-    """`flowledger flows lint|signature-check` over a `flows export --format raw` JSONL file."""
+    """`flowledger flows export|lint|signature-check|replay|otel-export`."""
     flows = _actions(
-        _command(commands, "flows", "check exported reasoning flows (JSONL, one closed flow a line) offline"),
+        _command(commands, "flows", "export closed reasoning flows, check, replay and trace them"),
         "flows_command",
     )
     lint = _command(
@@ -887,6 +887,10 @@ def _add_flows_commands(commands: Any) -> None:
         help="a signature corpus to use instead of the packaged one (flowledger/reasoning/expected_signatures.json)",
     )
     _json_option(check, "the counts and every flow's finding")
+    from flowledger.cli_flows import export, otel, replay
+
+    for module in (export, replay, otel):
+        module.add_command(flows)
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:

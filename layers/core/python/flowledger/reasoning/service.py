@@ -229,11 +229,13 @@ class FlowService:
                 ":dims": dimensions.model_dump(),
                 ":counts": counts,
                 ":active": "active",
+                ":shard": _active_shard(flow.flow_id),
             }
         )
+        # closed_shard: the export's time-window index (by_closed) reads closed flows shard by shard.
         update = (
             "SET flow_state = :state, closed_at = :closed, outcome = :outcome, patient_safe_summary = :safe, "
-            "dimensions_snapshot = :dims, guard_counts = :counts"
+            "dimensions_snapshot = :dims, guard_counts = :counts, closed_shard = :shard"
         )
         if closed.abort_reason:
             update += ", abort_reason = :reason"
