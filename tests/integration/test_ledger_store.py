@@ -206,3 +206,36 @@ def test_a_deleted_tail_is_caught_through_the_checkpoint(services: Services, led
 def test_event_ids_name_their_position(ledger: Ledger) -> None:
     event = ledger.append(entry("flow:id"))
     assert event.event_id == event_id(event.chain_id, event.seq)
+
+
+def test_append_all_chains_its_events_at_consecutive_positions_with_the_items(
+    services: Services, ledger: Ledger, calls: Counter[str]
+) -> None:
+    ledger.append(entry("claim:first"))
+    calls.clear()
+    events = ledger.append_all([entry(f"claim:b{n}") for n in range(3)], [claim_put(services, "b")])
+    assert calls == {"TransactWriteItems": 1}  # the head is cached: one request for the whole batch
+    assert [e.seq for e in events] == [2, 3, 4] and len({e.chain_id for e in events}) == 1
+    assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:-1]]
+    assert list(ledger.read_chain(events[0].chain_id))[1:] == events and claim_exists(services, "b")
+    assert verify_ledger(ledger, checkpoints_of(services)).ok
+    following = ledger.append(entry("claim:after"))
+    assert (following.seq, following.prev_hash) == (5, events[-1].hash)  # the cache moved to the batch's end
+
+
+def test_append_all_that_collides_with_a_rival_lands_whole_after_it(services: Services) -> None:
+    first, rival = (Ledger(services.aws.dynamodb, services.aws.table_name("ledger"), 1, services.clock) for _ in "12")
+    first.append(entry("flow:x"))
+    rival.append(entry("flow:y"))  # takes seq 2, which first's cached head would give its batch
+    events = first.append_all([entry("flow:x"), entry("flow:x")])
+    assert [e.seq for e in events] == [3, 4]
+    assert [e.seq for e in first.read_chain(events[0].chain_id)] == [1, 2, 3, 4]
+    assert verify_ledger(first, checkpoints_of(services)).ok
+
+
+def test_append_all_beyond_one_transaction_is_refused_before_anything_is_sent(
+    services: Services, ledger: Ledger, calls: Counter[str]
+) -> None:
+    with pytest.raises(ValueError, match="exceed one transaction"):
+        ledger.append_all([entry("claim:x")] * 51, [claim_put(services, f"c{n}") for n in range(50)])
+    assert calls == {} and not claim_exists(services, "c0")

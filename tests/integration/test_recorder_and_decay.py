@@ -48,9 +48,9 @@ def test_a_deferred_flow_sends_nothing_until_the_block_ends(services: Services) 
             sent.append("start")
             return super().start(body)
 
-        def step(self, flow_id: str, body: dict[str, object]) -> None:
-            sent.append(f"step {body['step_kind']}")
-            super().step(flow_id, body)
+        def steps(self, flow_id: str, bodies: list[dict[str, object]]) -> None:
+            sent.append("steps " + ",".join(str(body["step_kind"]) for body in bodies))
+            super().steps(flow_id, bodies)
 
     rec = ReasoningFlowRecorder(Watching(FlowService(services), AGENT))
     with rec.flow("user_question", "chat/run-2", "Question", deferred=True) as flow:
@@ -58,7 +58,7 @@ def test_a_deferred_flow_sends_nothing_until_the_block_ends(services: Services) 
         flow.step("verdict", "critic", "Checked the claim", parents=[first])
         flow.outcome("no_action", "Nothing to do")
         assert sent == [] and first is not None  # the caller answers its client before anything is written
-    assert sent == ["start", "step retrieval", "step verdict"]
+    assert sent == ["start", "steps retrieval,verdict"]  # one batch: one transaction
     stored = FlowService(services).admin_flow(Principal(kind="iam", id="arn:aws:iam::1:user/a"), str(flow.flow_id))
     assert stored.flow.flow_state == "completed" and stored.steps[1].parent_step_ids == [first]
 
@@ -84,13 +84,16 @@ def test_a_failing_store_never_breaks_the_agent_and_is_logged_once(
     # A store nobody listens on: every call fails fast with a connection error.
     broken = build_services(load_settings(aws_endpoint_url="http://127.0.0.1:9", ledger_shards=1), EMBEDDED_CREDENTIALS)
     rec = ReasoningFlowRecorder(InProcessTransport(FlowService(broken), AGENT))
-    results = []
+    flow_ids = []
     with caplog.at_level(logging.WARNING, logger="flowledger.recorder"):
         for _ in range(2):
             with rec.flow("user_question", "r", "Question") as flow:
-                results.append(flow.step("retrieval", "researcher", "Retrieved passages"))
+                flow.step("retrieval", "researcher", "Retrieved passages")  # queued: it cannot fail here
                 flow.outcome("no_action", "Nothing to do")
-    assert results == [None, None]
+            flow_ids.append(flow.flow_id)
+            # Once the block is over the failure is known: later steps are no-ops.
+            assert flow.step("verdict", "critic", "Too late") is None
+    assert flow_ids == [None, None]
     assert len([r for r in caplog.records if r.name == "flowledger.recorder"]) == 1
 
 

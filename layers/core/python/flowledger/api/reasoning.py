@@ -19,6 +19,8 @@ from flowledger.reasoning.models import (
     FlowView,
     InProgress,
     Narrative,
+    StepBatch,
+    StepBatchResult,
     StepCreate,
     StepView,
 )
@@ -59,6 +61,31 @@ def add_step(flow_id: FlowId, body: StepCreate) -> Response[str]:
     principal = require_scope(router.current_event.raw_event, "reasoning.write")
     step: StepView = _service().add_step(principal, flow_id, body)
     return _json(201, step)
+
+
+@router.post(
+    "/api/reasoning/flows/<flow_id>/steps:batch",
+    summary="Record several steps at once (all or nothing)",
+    description=(
+        "Up to 49 steps (one DynamoDB transaction: the flow check, then each step with its audit event), "
+        "each under the rules of a single step; a parent may be an earlier step of the batch. A retry is "
+        "safe: steps an earlier attempt recorded with the same content are listed in `already_recorded` "
+        "and not written again; a step id recorded with other content is a 409."
+    ),
+    tags=["reasoning"],
+    security=needs_scope("reasoning.write"),
+    responses={
+        201: {"description": "steps were recorded", "content": {"application/json": {"model": StepBatchResult}}},
+        200: {
+            "description": "every step was already recorded by an earlier attempt",
+            "content": {"application/json": {"model": StepBatchResult}},
+        },
+    },
+)
+def add_steps(flow_id: FlowId, body: StepBatch) -> Response[str]:
+    principal = require_scope(router.current_event.raw_event, "reasoning.write")
+    result: StepBatchResult = _service().add_steps(principal, flow_id, body.steps)
+    return _json(201 if result.recorded else 200, result)
 
 
 @router.patch(

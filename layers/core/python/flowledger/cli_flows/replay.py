@@ -1,9 +1,97 @@
-"""`flowledger flows ...`: placeholder until this command lands."""
+"""`flowledger flows replay`: run replay cases through an invoker and check the flows they record.
+
+The shape mirrors ``flows signature-check``: a table of the cases that did not match and a totals line
+(or ``--json``), exit 0 when the drift share is within ``--threshold``, 1 when it is not, 2 when the
+replay cannot run (a bad case file or corpus, an unknown invoker, a real invoker without the dev
+install, no case for the invoker). The real invokers run on the offline model against a fresh embedded
+store per case, whatever model or store the environment configures: a replay is reproducible or useless.
+"""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+INVOKERS = ("stub", "chat", "diagnosis", "researcher", "critic", "correlator")
+
+
+def cmd_flows_replay(args: argparse.Namespace) -> int:
+    from flowledger.cli import CommandFailed, counted
+    from flowledger.reasoning.signatures import packaged_corpus, parse_corpus
+    from flowledger.replay.cases import load_cases, packaged_cases
+    from flowledger.replay.harness import ReplayHarness
+
+    if args.corpus is None:
+        corpus = packaged_corpus()
+    else:
+        try:
+            with open(args.corpus, "rb") as file:
+                corpus = parse_corpus(file.read(), args.corpus)
+        except OSError as exc:
+            raise CommandFailed(f"{args.corpus}: {exc.strerror or type(exc).__name__}") from None
+    from pathlib import Path
+
+    cases = packaged_cases() if args.cases is None else load_cases(Path(args.cases))
+    report = ReplayHarness(_invoker(args.invoker), corpus).run(cases, args.threshold)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return 0 if report.passed else 1
+    for result in report.results:
+        if result.finding not in ("matched", "skipped"):
+            print(f"{result.finding:<14}  {result.case_id}  {result.trigger_type}: {result.detail}")
+    print(
+        f"{counted(report.cases, 'case')} via {report.invoker}: {report.matched} matched, {report.sequence_drift}"
+        f" sequence drift, {report.outcome_drift} outcome drift, {report.error} error, {report.skipped} skipped;"
+        f" drift {report.drift_share:.2%} of {report.compared} compared (threshold {report.threshold:.2%}):"
+        f" {'PASS' if report.passed else 'FAIL'}"
+    )
+    return 0 if report.passed else 1
+
+
+def _invoker(name: str) -> Any:
+    """The invoker ``name`` names; a real one on the settings of this environment, its store embedded."""
+    if name == "stub":
+        from flowledger.replay.invokers import StubAgentInvoker
+
+        return StubAgentInvoker()
+    from flowledger.config import load_settings
+    from flowledger.replay.agents import REAL_INVOKERS
+
+    return REAL_INVOKERS[name](load_settings())
 
 
 def add_command(flows: Any) -> None:
-    """Add this module's command to the `flows` group (none yet)."""
+    """Add ``replay`` to the ``flows`` group."""
+    from flowledger.cli import _command, _json_option, _share
+
+    replay = _command(
+        flows,
+        "replay",
+        "run replay cases through an agent and compare the flows they record with the golden signatures",
+        cmd_flows_replay,
+        "Each case is matched, sequence_drift, outcome_drift, error (no flow could be read back) or skipped"
+        " (a real invoker runs only its own agent's cases). The stub records nothing and checks the cases against"
+        " the corpus; a real invoker runs the agent on the offline model against an embedded store (needs the dev"
+        " install). Exits 1 when the drifted share of the compared cases exceeds --threshold, 0 otherwise,"
+        " 2 when a case file or the corpus cannot be read, or the invoker runs none of the cases.",
+    )
+    replay.add_argument(
+        "--cases",
+        metavar="DIR",
+        help="a directory of replay cases (*.json) to use instead of the packaged ones (flowledger/replay/cases)",
+    )
+    replay.add_argument(
+        "--invoker", choices=INVOKERS, default="stub", help="who runs the cases (default stub: no agent runs)"
+    )
+    replay.add_argument(
+        "--threshold",
+        type=_share,
+        default=0.0,
+        help="the drifted share of compared cases allowed, 0 to 1 (default 0: any drift fails; 0.05 allows 5%%)",
+    )
+    replay.add_argument(
+        "--corpus",
+        metavar="FILE",
+        help="a signature corpus to use instead of the packaged one (flowledger/reasoning/expected_signatures.json)",
+    )
+    _json_option(replay, "the counts and every case's result")

@@ -43,6 +43,7 @@ from flowledger.store.paging import query_items, scan_items
 logger = logging.getLogger("flowledger.ledger")
 
 MAX_ATTEMPTS = 8
+TRANSACT_ITEMS_LIMIT = 100  # DynamoDB's TransactWriteItems limit: items per transaction
 BASE_BACKOFF_SECONDS = 0.002
 MAX_BACKOFF_SECONDS = 0.02
 # Codes of a cancelled transaction that another writer caused: worth a retry at a fresh position.
@@ -152,19 +153,40 @@ class Ledger:
         :class:`LedgerContention` when the chain position stays contended; either way nothing
         is written.
         """
+        return self.append_all([entry], domain_items)[0]
+
+    def append_all(
+        self, entries: Sequence[AuditEntry], domain_items: Sequence[Mapping[str, Any]] = ()
+    ) -> list[AuditEvent]:
+        """Write ``domain_items`` and one event per entry in one transaction, all or nothing.
+
+        The events take consecutive positions of one chain, each chained to the one before, and
+        each ``Put`` is conditional on its position being free, so a batch cannot fork or gap a
+        chain; the errors are :meth:`append`'s. Items beyond DynamoDB's transaction limit are refused.
+        """
+        if not entries:
+            raise ValueError("append_all needs at least one entry")
+        if len(domain_items) + len(entries) > TRANSACT_ITEMS_LIMIT:
+            raise ValueError(f"{len(domain_items) + len(entries)} items exceed one transaction")
         chain_id = self._writer_chain()
         for attempt in range(self._max_attempts):
             head = self._cached_head(chain_id)
-            event = seal(entry, chain_id, head.seq + 1, head.hash, self._not_before(head.at))
-            put = {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": to_item(event),
-                    "ConditionExpression": "attribute_not_exists(seq)",
+            at, prev_hash, events = self._not_before(head.at), head.hash, []
+            for offset, entry in enumerate(entries, start=1):
+                events.append(seal(entry, chain_id, head.seq + offset, prev_hash, at))
+                prev_hash = events[-1].hash
+            puts = [
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": to_item(e),
+                        "ConditionExpression": "attribute_not_exists(seq)",
+                    }
                 }
-            }
+                for e in events
+            ]
             try:
-                self._db.transact_write_items(TransactItems=[*domain_items, put])
+                self._db.transact_write_items(TransactItems=[*domain_items, *puts])
             except ClientError as exc:
                 if not self._contended(exc, len(domain_items)):
                     raise
@@ -172,8 +194,9 @@ class Ledger:
                 chain_id = self._move_writer(chain_id)
                 self._sleep(backoff_seconds(attempt, BASE_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS))
                 continue
-            self._remember(chain_id, _Head(event.seq, event.hash, event.at))
-            return event
+            last = events[-1]
+            self._remember(chain_id, _Head(last.seq, last.hash, last.at))
+            return events
         raise LedgerContention(
             f"the audit chains stayed contended after {self._max_attempts} attempts; "
             "nothing was written, retry the request"

@@ -206,3 +206,53 @@ def parse_record(number: int, raw: bytes) -> FlowRecord:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "record"
         raise RecordInvalid(number, f"{where}: {error['msg']}") from None
+
+
+# ---- preference pairs: ``flowledger flows export --format dpo`` (reasoning/preference.py) -------------
+
+Content = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=16_000)]
+
+
+class Message(_Record):
+    """One conversational message, as TRL's DPOTrainer reads ``prompt``, ``chosen`` and ``rejected``."""
+
+    role: Literal["system", "user", "assistant"]
+    content: Content
+
+
+class PairMetadata(_Record):
+    """Why the pair was made; every key has one type on every row (no null: "" and -1 stand for none)."""
+
+    family: Name
+    rule: Literal["pathway_reuse", "claim_review"]
+    chosen_flow_id: FlowId
+    rejected_flow_id: FlowId
+    chosen_label: str
+    rejected_label: str
+    chosen_outcome: str  # the outcome type, "" when the flow has none
+    rejected_outcome: str
+    chosen_closed_at: Timestamp
+    rejected_closed_at: Timestamp
+    chosen_confidence: float  # aggregate_confidence, -1.0 when none
+    rejected_confidence: float
+    chosen_hit_count: StrictInt  # the seeded pathway's hit_count, -1 when the flow seeded none
+    rejected_hit_count: StrictInt
+    chosen_steps: StrictInt
+    rejected_steps: StrictInt
+
+
+class PreferenceRecord(_Record):
+    """One DPO pair in TRL's conversational preference format, plus its metadata."""
+
+    prompt: list[Message] = Field(min_length=1)
+    chosen: list[Message] = Field(min_length=1, max_length=1)
+    rejected: list[Message] = Field(min_length=1, max_length=1)
+    metadata: PairMetadata
+
+    @model_validator(mode="after")
+    def _a_real_pair(self) -> PreferenceRecord:
+        if self.metadata.chosen_flow_id == self.metadata.rejected_flow_id:
+            raise ValueError("a flow cannot be preferred to itself")
+        if any(m.role != "assistant" for m in (*self.chosen, *self.rejected)):
+            raise ValueError("chosen and rejected are the assistant's answer")
+        return self

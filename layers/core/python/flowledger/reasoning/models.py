@@ -194,3 +194,17 @@ class InProgress(BaseModel):
     flow_id: str
     state: Literal["active"]
     steps_so_far: int
+
+
+class StepBatch(_Strict):
+    """Steps of one flow written together: all of them or none (``POST .../steps:batch``)."""
+
+    steps: list[StepCreate] = Field(min_length=1, description="in order; a parent may be an earlier step of the batch")
+
+
+class StepBatchResult(BaseModel):
+    """What a batch wrote now, and which of its steps an earlier attempt of it had already written."""
+
+    flow_id: str
+    recorded: list[str]
+    already_recorded: list[str]

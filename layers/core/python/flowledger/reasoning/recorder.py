@@ -1,4 +1,4 @@
-"""``ReasoningFlowRecorder``: how an agent records its reasoning, without ever failing because of it.
+"""``ReasoningFlowRecorder``: how an agent records its reasoning, without ever failing or waiting because of it.
 
     recorder = recorder_for(settings, HttpTransport(base_url, token))
     with recorder.flow("user_question", "chat/run-1", "Question about a lab trend") as flow:
@@ -6,20 +6,33 @@
         flow.step("verdict", "critic", "Checked the claim", parents=[first])
         flow.outcome("recommendation_delivered", "Recommended a follow-up test", confidence=0.93)
 
-Every call is sent before it returns (nothing is buffered), so a Lambda that returns after the
-``with`` block has lost nothing when its runtime freezes. ``flow(..., deferred=True)`` is the one
-exception, for a caller that answers its client *inside* the block (the chat stream): start, steps
-and close are all sent when the block exits, after the answer, so recording adds nothing to the
-time the client waits. Step ids are made here, so parents work the same; what is lost if the process
-dies inside the block is the flow, never the answer. A transport error is logged once per
-recorder and turns the rest of that flow into no-ops; the agent's own exceptions still propagate,
-and close the flow as aborted.
+Durable before close returns: ``flow.step`` only builds the step (its id is made here, so parents
+work at once) and queues it; a sender thread of the flow opens the flow, sends the queued steps in
+batches (``steps:batch``, one transaction each: all of a batch or none of it) and, when the block
+exits, sends what is left and closes the flow. The ``with`` exit waits for that, so when it returns
+every step is stored and audited, and a Lambda that returns after the block has lost nothing when
+its runtime freezes. A batch whose answer is lost is sent once more: the route skips steps it
+already holds, so the retry neither writes nor audits twice.
+
+``flow(..., deferred=True)`` is the same queue without the thread, for a caller that answers its
+client *inside* the block (the chat stream): nothing is sent until the block exits, then the exit
+sends start, steps and close itself, after the answer. What is lost if the process dies inside the
+block is the flow, never the answer.
+
+Fail-soft: a transport error is logged once per recorder and turns the rest of that flow into
+no-ops (later ``step`` calls return None; steps queued but unsent are dropped, and the flow is not
+closed, so the decay job aborts it); the agent's own exceptions still propagate, and close the flow
+as aborted. The async recorder is the same sender behind awaitable calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
@@ -31,10 +44,16 @@ from flowledger.reasoning.models import FlowClose, FlowStart, StepCreate
 
 logger = logging.getLogger("flowledger.recorder")
 
+# The batch route takes 49 steps (one transaction); its body must stay under the functions' default
+# limit of 256 KB, with room for the envelope.
+MAX_BATCH_STEPS = 49
+MAX_BATCH_BYTES = 192 * 1024
+CLOSE_TIMEOUT_SECONDS = 30.0
+
 
 class Transport(Protocol):
     def start(self, body: dict[str, Any]) -> str: ...
-    def step(self, flow_id: str, body: dict[str, Any]) -> None: ...
+    def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None: ...
     def close(self, flow_id: str, body: dict[str, Any]) -> None: ...
 
 
@@ -51,16 +70,27 @@ class InProcessTransport:
     def step(self, flow_id: str, body: dict[str, Any]) -> None:
         self._service.add_step(self._principal, flow_id, StepCreate(**body))
 
+    def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
+        self._service.add_steps(self._principal, flow_id, [StepCreate(**body) for body in bodies])
+
     def close(self, flow_id: str, body: dict[str, Any]) -> None:
         self._service.close_flow(self._principal, flow_id, FlowClose(**body))
 
 
 class HttpTransport:
-    """Calls the reasoning routes with a bearer token that carries ``reasoning.write``."""
+    """Calls the reasoning routes with a bearer token that carries ``reasoning.write``.
 
-    def __init__(self, base_url: str, token: str, timeout_seconds: float = 5.0) -> None:
+    A batch of steps is sent a second time when its answer is lost (timeout, connection error) or
+    is a 429 or 5xx: the route skips what the first attempt stored. Start and close are sent once.
+    """
+
+    def __init__(
+        self, base_url: str, token: str, timeout_seconds: float = 5.0, retry_pause_seconds: float = 0.05
+    ) -> None:
         import httpx
 
+        self._httpx = httpx
+        self._retry_pause = retry_pause_seconds
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"), timeout=timeout_seconds, headers={"Authorization": f"Bearer {token}"}
         )
@@ -77,24 +107,38 @@ class HttpTransport:
     def step(self, flow_id: str, body: dict[str, Any]) -> None:
         self._send("POST", f"/api/reasoning/flows/{flow_id}/steps", body)
 
+    def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
+        path = f"/api/reasoning/flows/{flow_id}/steps:batch"
+        try:
+            self._send("POST", path, {"steps": bodies})
+        except (self._httpx.TransportError, self._httpx.HTTPStatusError) as exc:
+            if isinstance(exc, self._httpx.HTTPStatusError) and not _worth_retrying(exc.response.status_code):
+                raise
+            time.sleep(self._retry_pause)
+            self._send("POST", path, {"steps": bodies})
+
     def close(self, flow_id: str, body: dict[str, Any]) -> None:
         self._send("PATCH", f"/api/reasoning/flows/{flow_id}", body)
 
 
+def _worth_retrying(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
 class _FailSoft:
-    """Runs transport calls; the first failure is logged, and after it the flow records nothing."""
+    """A flow's recording state: the first failure is logged (once per recorder), and after it nothing is sent."""
 
     def __init__(self, recorder: ReasoningFlowRecorder | AsyncReasoningFlowRecorder) -> None:
         self._recorder = recorder
         self.broken = False
 
-    def failed(self, action: str, exc: Exception) -> None:
+    def failed(self, action: str, exc: BaseException) -> None:
         self.broken = True
-        if not self._recorder.warned:
+        with self._recorder.warn_lock:
+            if self._recorder.warned:
+                return
             self._recorder.warned = True
-            logger.warning(
-                "reasoning flow recording failed and is off for this flow: %s (%s)", action, type(exc).__name__
-            )
+        logger.warning("reasoning flow recording failed and is off for this flow: %s (%s)", action, type(exc).__name__)
 
 
 def _step_body(
@@ -120,69 +164,141 @@ def _close_body(outcome: dict[str, Any] | None, exc: BaseException | None) -> di
     return {"state": "completed", "outcome": outcome or {"type": "no_action", "summary": "Finished without an outcome"}}
 
 
-class FlowHandle:
-    """One flow being recorded (synchronous)."""
+class _Sender:
+    """One flow's writes, in order: start, the queued steps in batches, then the close once asked for.
 
-    def __init__(self, recorder: ReasoningFlowRecorder, start: dict[str, Any], deferred: bool = False) -> None:
-        self._transport = recorder.transport
+    ``put`` and ``finish`` are what the agent's thread calls (a lock and an append); ``run`` does
+    the sending, on the flow's own thread or, deferred, in the caller's at the end.
+    """
+
+    def __init__(self, transport: Transport, start: dict[str, Any], soft: _FailSoft) -> None:
+        self._transport = transport
         self._start = start
-        self._soft = _FailSoft(recorder)
-        self._outcome: dict[str, Any] | None = None
-        self._deferred: list[dict[str, Any]] | None = [] if deferred and not recorder.disabled else None
+        self._soft = soft
+        self._pending: deque[dict[str, Any]] = deque()
+        self._wake = threading.Condition()
+        self._close: dict[str, Any] | None = None
+        self.started = threading.Event()  # set once start was answered (or failed)
         self.flow_id: str | None = None
 
-    def _call(self, action: str, send: Callable[[], Any]) -> Any:
-        if self._soft.broken:
-            return None
+    def put(self, body: dict[str, Any]) -> None:
+        with self._wake:
+            self._pending.append(body)
+            self._wake.notify()
+
+    def finish(self, close: dict[str, Any]) -> None:
+        with self._wake:
+            self._close = close
+            self._wake.notify()
+
+    def run(self) -> None:
         try:
-            return send()
+            self._run()
+        except BaseException as exc:  # fail-soft: a recording bug must not surface in the agent either
+            self._soft.failed("send", exc)
+        finally:
+            self.started.set()
+
+    def _run(self) -> None:
+        opened, flow_id = self._call("start", self._transport.start, self._start)
+        self.flow_id = flow_id if opened else None
+        self.started.set()
+        if not opened:
+            return
+        while True:
+            with self._wake:
+                while not self._pending and self._close is None:
+                    self._wake.wait()
+                batch = _take_batch(self._pending)
+                close = self._close if not self._pending else None
+            if batch and not self._call("steps", self._transport.steps, flow_id, batch)[0]:
+                return  # broken: the rest of the flow is dropped, and it is not closed
+            if close is not None:
+                self._call("close", self._transport.close, flow_id, close)
+                return
+
+    def _call(self, action: str, send: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """(True, the answer), or (False, None) once this flow's recording has failed."""
+        if self._soft.broken:
+            return False, None
+        try:
+            return True, send(*args)
         except Exception as exc:  # fail-soft: recording must never break the agent
             self._soft.failed(action, exc)
+            return False, None
+
+
+def _take_batch(pending: deque[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The oldest queued steps that fit one batch (count and body size); at least one if any."""
+    batch: list[dict[str, Any]] = []
+    size = 0
+    while pending and len(batch) < MAX_BATCH_STEPS:
+        cost = len(json.dumps(pending[0], default=str)) + 1
+        if batch and size + cost > MAX_BATCH_BYTES:
+            break
+        batch.append(pending.popleft())
+        size += cost
+    return batch
+
+
+class FlowHandle:
+    """One flow being recorded (synchronous): steps are queued here and sent by the flow's sender."""
+
+    def __init__(self, recorder: ReasoningFlowRecorder, start: dict[str, Any], deferred: bool = False) -> None:
+        self._soft = _FailSoft(recorder)
+        self._sender = None if recorder.disabled else _Sender(recorder.transport, start, self._soft)
+        self._deferred = deferred
+        self._close_timeout = recorder.close_timeout_seconds
+        self._outcome: dict[str, Any] | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def flow_id(self) -> str | None:
+        """The flow's id once it is opened (waits for the open inside the block); None when not recorded."""
+        if self._sender is None or (self._deferred and not self._sender.started.is_set()):
             return None
+        self._sender.started.wait(self._close_timeout)
+        return self._sender.flow_id
 
     def __enter__(self) -> FlowHandle:
-        if self._deferred is None:
-            self.flow_id = self._call("start", lambda: self._transport.start(self._start))
+        if self._sender is not None and not self._deferred:
+            self._thread = threading.Thread(target=self._sender.run, name="flowledger-recorder", daemon=True)
+            self._thread.start()
         return self
 
     def step(
         self, step_kind: str, agent: str, summary_text: str, *, parents: list[str] | None = None, **extra: Any
     ) -> str | None:
-        """Record a step; returns its id (for ``parents`` of later steps), or None when not recorded."""
-        if self._deferred is not None:
-            body = _step_body(step_kind, agent, summary_text, parents, extra)
-            self._deferred.append(body)
-            return str(body["step_id"])
-        if self.flow_id is None:
+        """Queue a step; returns its id (for ``parents`` of later steps), or None when the flow records nothing."""
+        if self._sender is None or self._soft.broken:
             return None
         body = _step_body(step_kind, agent, summary_text, parents, extra)
-        flow_id = self.flow_id
-        self._call("step", lambda: self._transport.step(flow_id, body))
-        return None if self._soft.broken else str(body["step_id"])
+        self._sender.put(body)
+        return str(body["step_id"])
 
     def outcome(self, type: str, summary: str, confidence: float | None = None) -> None:
         self._outcome = {"type": type, "summary": summary, "confidence": confidence}
 
-    def _send_deferred(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
-        for body in bodies:
-            self._call("step", lambda body=body: self._transport.step(flow_id, body))  # type: ignore[misc]
-
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if self._deferred is not None:
-            self.flow_id = self._call("start", lambda: self._transport.start(self._start))
-            if self.flow_id is not None:
-                self._send_deferred(self.flow_id, self._deferred)
-        if self.flow_id is not None:
-            flow_id, body = self.flow_id, _close_body(self._outcome, exc)
-            self._call("close", lambda: self._transport.close(flow_id, body))
+        if self._sender is None:
+            return
+        self._sender.finish(_close_body(self._outcome, exc))
+        if self._thread is None:
+            self._sender.run()  # deferred: the caller's client has its answer; send everything now
+            return
+        self._thread.join(self._close_timeout)
+        if self._thread.is_alive():
+            self._soft.failed("close", TimeoutError(f"not durable after {self._close_timeout} s"))
 
 
 class ReasoningFlowRecorder:
     disabled = False
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, close_timeout_seconds: float = CLOSE_TIMEOUT_SECONDS) -> None:
         self.transport = transport
+        self.close_timeout_seconds = close_timeout_seconds
         self.warned = False
+        self.warn_lock = threading.Lock()
 
     def flow(
         self,
@@ -194,17 +310,20 @@ class ReasoningFlowRecorder:
         patient_id: str | None = None,
         deferred: bool = False,
     ) -> FlowHandle:
-        return FlowHandle(
-            self,
-            {
-                "trigger_type": trigger_type,
-                "trigger_ref": trigger_ref,
-                "trigger_summary": trigger_summary,
-                "trace_id": trace_id,
-                "patient_id": patient_id,
-            },
-            deferred,
-        )
+        """A flow to record in a ``with`` block; every step is stored and audited when the block exits."""
+        return FlowHandle(self, _start_body(trigger_type, trigger_ref, trigger_summary, trace_id, patient_id), deferred)
+
+
+def _start_body(
+    trigger_type: str, trigger_ref: str, trigger_summary: str, trace_id: str | None, patient_id: str | None
+) -> dict[str, Any]:
+    return {
+        "trigger_type": trigger_type,
+        "trigger_ref": trigger_ref,
+        "trigger_summary": trigger_summary,
+        "trace_id": trace_id,
+        "patient_id": patient_id,
+    }
 
 
 class _NoTransport:
@@ -213,7 +332,7 @@ class _NoTransport:
     def start(self, body: dict[str, Any]) -> str:
         raise RuntimeError("reasoning flow capture is disabled")
 
-    def step(self, flow_id: str, body: dict[str, Any]) -> None:
+    def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
         raise RuntimeError("reasoning flow capture is disabled")
 
     def close(self, flow_id: str, body: dict[str, Any]) -> None:
@@ -239,37 +358,37 @@ def recorder_for(settings: Settings, transport: Transport) -> ReasoningFlowRecor
 
 
 class AsyncFlowHandle:
-    """One flow being recorded from async code; each call is awaited before it returns."""
+    """One flow being recorded from async code: the same sender thread; only the close is awaited."""
 
     def __init__(self, recorder: AsyncReasoningFlowRecorder, start: dict[str, Any]) -> None:
-        self._transport = recorder.transport
-        self._start = start
         self._soft = _FailSoft(recorder)
+        self._sender = None if recorder.disabled else _Sender(recorder.transport, start, self._soft)
+        self._close_timeout = recorder.close_timeout_seconds
         self._outcome: dict[str, Any] | None = None
-        self.flow_id: str | None = None
+        self._thread: threading.Thread | None = None
 
-    async def _call(self, action: str, send: Callable[[], Any]) -> Any:
-        if self._soft.broken:
-            return None
-        try:
-            return await asyncio.to_thread(send)
-        except Exception as exc:  # fail-soft
-            self._soft.failed(action, exc)
-            return None
+    @property
+    def flow_id(self) -> str | None:
+        """The flow's id once the block has exited (or once opened); None when not recorded."""
+        if self._sender is None or not self._sender.started.is_set():
+            return None  # never block the event loop waiting for the open
+        return self._sender.flow_id
 
     async def __aenter__(self) -> AsyncFlowHandle:
-        self.flow_id = await self._call("start", lambda: self._transport.start(self._start))
+        if self._sender is not None:
+            self._thread = threading.Thread(target=self._sender.run, name="flowledger-recorder", daemon=True)
+            self._thread.start()
         return self
 
     async def step(
         self, step_kind: str, agent: str, summary_text: str, *, parents: list[str] | None = None, **extra: Any
     ) -> str | None:
-        if self.flow_id is None:
+        """Queue a step; returns its id, or None when the flow records nothing."""
+        if self._sender is None or self._soft.broken:
             return None
         body = _step_body(step_kind, agent, summary_text, parents, extra)
-        flow_id = self.flow_id
-        await self._call("step", lambda: self._transport.step(flow_id, body))
-        return None if self._soft.broken else str(body["step_id"])
+        self._sender.put(body)
+        return str(body["step_id"])
 
     def outcome(self, type: str, summary: str, confidence: float | None = None) -> None:
         self._outcome = {"type": type, "summary": summary, "confidence": confidence}
@@ -277,17 +396,26 @@ class AsyncFlowHandle:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.flow_id is not None:
-            flow_id, body = self.flow_id, _close_body(self._outcome, exc)
-            await self._call("close", lambda: self._transport.close(flow_id, body))
+        if self._sender is None or self._thread is None:
+            return
+        self._sender.finish(_close_body(self._outcome, exc))
+        thread = self._thread
+        await asyncio.to_thread(thread.join, self._close_timeout)
+        if thread.is_alive():
+            self._soft.failed("close", TimeoutError(f"not durable after {self._close_timeout} s"))
 
 
 class AsyncReasoningFlowRecorder:
-    """The async twin of :class:`ReasoningFlowRecorder` over the same transports (run in a thread)."""
+    """The async twin of :class:`ReasoningFlowRecorder` over the same transports and sender."""
 
-    def __init__(self, transport: Transport, enabled: bool = True) -> None:
+    def __init__(
+        self, transport: Transport, enabled: bool = True, close_timeout_seconds: float = CLOSE_TIMEOUT_SECONDS
+    ) -> None:
         self.transport: Transport = transport if enabled else _NoTransport()
+        self.disabled = not enabled
+        self.close_timeout_seconds = close_timeout_seconds
         self.warned = not enabled
+        self.warn_lock = threading.Lock()
 
     def flow(
         self,
@@ -298,13 +426,5 @@ class AsyncReasoningFlowRecorder:
         trace_id: str | None = None,
         patient_id: str | None = None,
     ) -> AsyncFlowHandle:
-        return AsyncFlowHandle(
-            self,
-            {
-                "trigger_type": trigger_type,
-                "trigger_ref": trigger_ref,
-                "trigger_summary": trigger_summary,
-                "trace_id": trace_id,
-                "patient_id": patient_id,
-            },
-        )
+        """A flow to record in an ``async with`` block; every step is stored and audited when it exits."""
+        return AsyncFlowHandle(self, _start_body(trigger_type, trigger_ref, trigger_summary, trace_id, patient_id))

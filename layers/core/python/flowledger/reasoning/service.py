@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from flowledger.errors import (
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
+from flowledger.ledger.store import TRANSACT_ITEMS_LIMIT
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
 from flowledger.reasoning.dimensions import NEUTRAL, PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
@@ -41,6 +42,7 @@ from flowledger.reasoning.models import (
     NarrativeStep,
     Outcome,
     RadarAxis,
+    StepBatchResult,
     StepCreate,
     StepView,
 )
@@ -55,6 +57,12 @@ from flowledger.store.ratelimit import hit_rate_limit
 logger = logging.getLogger("flowledger.reasoning")
 
 ACTIVE_SHARDS = 16
+# One flow guard, then a step and its audit event each, in one transaction: 49 steps.
+MAX_STEPS_PER_BATCH = (TRANSACT_ITEMS_LIMIT - 1) // 2
+# Under the transaction's 4 MB with room for sealing (base64) and the events.
+MAX_BATCH_PAYLOAD_BYTES = 2 * 1024 * 1024
+# A batch's transaction lost to another attempt of it this many times: give up with a 409.
+BATCH_ATTEMPTS = 3
 STALE_AFTER = timedelta(hours=24)
 NARRATIVE_READS_PER_WINDOW = 30
 NARRATIVE_WINDOW_SECONDS = 300
@@ -119,7 +127,7 @@ class FlowService:
 
     def add_step(self, principal: Principal, flow_id: str, body: StepCreate) -> StepView:
         """Record one step (``reasoning.step.created``) in one transaction of three items."""
-        payload_bytes = len(json.dumps({"inputs": body.inputs, "outputs": body.outputs}).encode())
+        payload_bytes = _payload_bytes(body)
         if payload_bytes > MAX_STEP_PAYLOAD_BYTES:
             raise PayloadTooLarge(f"step inputs and outputs exceed {MAX_STEP_PAYLOAD_BYTES // 1024} KB")
         step_id = body.step_id or new_id("st_")
@@ -127,6 +135,80 @@ class FlowService:
             raise InvalidInput("a step cannot be its own parent (cycle)")
         self._require_parents(flow_id, body.parent_step_ids)
         now = timestamp(self._s.clock())
+        step, record = self._step_item(principal, flow_id, step_id, body, now)
+        try:
+            self._s.ledger.append(
+                self._step_entry(principal, flow_id, step_id, body), [self._guard(principal, flow_id, 1, now), record]
+            )
+        except ConditionFailed as exc:
+            if exc.index == 1:
+                raise Conflict(f"step {step_id} is already recorded") from None
+            raise self._why_not_writable(principal, flow_id) from None
+        self._s.metrics.emit("reasoning.step.writes", 1, "Count", {"step_kind": body.step_kind, "agent": body.agent})
+        return step
+
+    def add_steps(self, principal: Principal, flow_id: str, bodies: Sequence[StepCreate]) -> StepBatchResult:
+        """Record several steps of one flow in one transaction, all or nothing.
+
+        One flow guard (active, this writer's, room for the new steps), then each step with its own
+        ``reasoning.step.created`` event, so up to :data:`MAX_STEPS_PER_BATCH` steps fit DynamoDB's
+        transaction limit. The rules of :meth:`add_step` hold for each step; a parent may also be an
+        earlier step of the same batch. A retried batch never writes twice: a step already recorded
+        with the same content (an earlier attempt whose answer was lost) is skipped and listed in
+        ``already_recorded``, with no second write or audit event; a step id recorded with other
+        content is a 409 naming it.
+        """
+        if len(bodies) > MAX_STEPS_PER_BATCH:
+            raise PayloadTooLarge(
+                f"a batch holds at most {MAX_STEPS_PER_BATCH} steps (one transaction); this one has {len(bodies)}"
+            )
+        if not bodies:
+            raise InvalidInput("a batch holds at least one step")
+        steps = [(body.step_id or new_id("st_"), body) for body in bodies]
+        external_parents = _check_batch(steps)
+        ids = [step_id for step_id, _ in steps]
+        digests = {step_id: _digest(step_id, body) for step_id, body in steps}
+        for _ in range(BATCH_ATTEMPTS):
+            stored = self._stored_digests(flow_id, [*ids, *external_parents])
+            missing = [p for p in external_parents if p not in stored]
+            if missing:
+                raise InvalidInput(f"unknown parent step(s): {', '.join(missing)}")
+            for step_id in ids:
+                if step_id in stored and stored[step_id] != digests[step_id]:
+                    raise Conflict(f"step {step_id} is already recorded with other content")
+            fresh = [(step_id, body) for step_id, body in steps if step_id not in stored]
+            already = [step_id for step_id in ids if step_id in stored]
+            if not fresh:
+                self._require_writer(principal, flow_id)  # a retry learns nothing of a flow it may not write
+                return StepBatchResult(flow_id=flow_id, recorded=[], already_recorded=already)
+            try:
+                self._write_batch(principal, flow_id, fresh)
+            except ConditionFailed as exc:
+                if exc.index == 0:
+                    raise self._why_not_writable(principal, flow_id, len(fresh)) from None
+                continue  # another attempt of this batch wrote a step meanwhile: read what it wrote
+            for _, body in fresh:
+                self._s.metrics.emit(
+                    "reasoning.step.writes", 1, "Count", {"step_kind": body.step_kind, "agent": body.agent}
+                )
+            return StepBatchResult(flow_id=flow_id, recorded=[s for s, _ in fresh], already_recorded=already)
+        raise Conflict("the batch's steps kept being written by another request; retry it")
+
+    def _write_batch(self, principal: Principal, flow_id: str, steps: list[tuple[str, StepCreate]]) -> None:
+        """One transaction: the flow guard, each step's Put, then each step's audit event."""
+        base = self._s.clock()
+        # A microsecond apart: stored order (created_at, then id) is the batch's order.
+        moments = [timestamp(base + timedelta(microseconds=n)) for n in range(len(steps))]
+        puts = [self._step_item(principal, flow_id, s, b, at)[1] for (s, b), at in zip(steps, moments, strict=True)]
+        self._s.ledger.append_all(
+            [self._step_entry(principal, flow_id, step_id, body) for step_id, body in steps],
+            [self._guard(principal, flow_id, len(steps), moments[-1]), *puts],
+        )
+
+    def _step_item(
+        self, principal: Principal, flow_id: str, step_id: str, body: StepCreate, now: str
+    ) -> tuple[StepView, dict[str, Any]]:
+        """The step's view and the conditional Put that stores it (PII fields sealed)."""
         step = StepView(
             step_id=step_id,
             flow_id=flow_id,
@@ -142,21 +224,8 @@ class FlowService:
             "back_refs": body.back_refs.model_dump(exclude_none=True),
             "inputs": self._seal(flow_id, step_id, "inputs", body.inputs, body.pii_fields.inputs),
             "outputs": self._seal(flow_id, step_id, "outputs", body.outputs, body.pii_fields.outputs),
-        }
-        guard = {
-            "Update": {
-                "TableName": self._flows,
-                "Key": {"flow_id": {"S": flow_id}},
-                "UpdateExpression": "SET step_count = step_count + :one, last_step_at = :now",
-                "ConditionExpression": "flow_state = :active AND step_count < :max AND created_by = :sub",
-                "ExpressionAttributeValues": {
-                    ":one": {"N": "1"},
-                    ":now": {"S": now},
-                    ":active": {"S": "active"},
-                    ":max": {"N": str(MAX_STEPS_PER_FLOW)},
-                    ":sub": {"S": principal.id},
-                },
-            }
+            # What the client sent, so a retried batch can tell its own earlier write from another.
+            "body_sha256": _digest(step_id, body),
         }
         put = {
             "Put": {
@@ -165,28 +234,39 @@ class FlowService:
                 "ConditionExpression": "attribute_not_exists(step_id)",
             }
         }
-        try:
-            self._s.ledger.append(
-                AuditEntry(
-                    action="reasoning.step.created",
-                    actor=principal.actor,
-                    subject=f"flow:{flow_id}",
-                    refs={"step_id": step_id},
-                    payload={
-                        "step_kind": body.step_kind,
-                        "agent": body.agent,
-                        "parents": len(body.parent_step_ids),
-                        "pii_fields": len(body.pii_fields.inputs) + len(body.pii_fields.outputs),
-                    },
-                ),
-                [guard, put],
-            )
-        except ConditionFailed as exc:
-            if exc.index == 1:
-                raise Conflict(f"step {step_id} is already recorded") from None
-            raise self._why_not_writable(principal, flow_id) from None
-        self._s.metrics.emit("reasoning.step.writes", 1, "Count", {"step_kind": body.step_kind, "agent": body.agent})
-        return step
+        return step, put
+
+    def _guard(self, principal: Principal, flow_id: str, count: int, now: str) -> dict[str, Any]:
+        """The flow's Update: active, this writer's, and room for ``count`` more steps."""
+        return {
+            "Update": {
+                "TableName": self._flows,
+                "Key": {"flow_id": {"S": flow_id}},
+                "UpdateExpression": "SET step_count = step_count + :n, last_step_at = :now",
+                "ConditionExpression": "flow_state = :active AND step_count <= :room AND created_by = :sub",
+                "ExpressionAttributeValues": {
+                    ":n": {"N": str(count)},
+                    ":now": {"S": now},
+                    ":active": {"S": "active"},
+                    ":room": {"N": str(MAX_STEPS_PER_FLOW - count)},
+                    ":sub": {"S": principal.id},
+                },
+            }
+        }
+
+    def _step_entry(self, principal: Principal, flow_id: str, step_id: str, body: StepCreate) -> AuditEntry:
+        return AuditEntry(
+            action="reasoning.step.created",
+            actor=principal.actor,
+            subject=f"flow:{flow_id}",
+            refs={"step_id": step_id},
+            payload={
+                "step_kind": body.step_kind,
+                "agent": body.agent,
+                "parents": len(body.parent_step_ids),
+                "pii_fields": len(body.pii_fields.inputs) + len(body.pii_fields.outputs),
+            },
+        )
 
     def close_flow(self, principal: Principal, flow_id: str, body: FlowClose) -> FlowView:
         """Close a flow once: guard every summary, snapshot the radar (``reasoning.flow.completed|aborted``)."""
@@ -475,13 +555,40 @@ class FlowService:
         if missing:
             raise InvalidInput(f"unknown parent step(s): {', '.join(missing)}")
 
-    def _why_not_writable(self, principal: Principal, flow_id: str) -> Exception:
+    def _why_not_writable(self, principal: Principal, flow_id: str, adding: int = 1) -> Exception:
         flow = self._flow(flow_id)
         if flow.created_by != principal.id:
             return Forbidden("only the writer that opened a flow may add steps to it")
         if flow.flow_state != "active":
             return Conflict(f"flow {flow_id} is {flow.flow_state}; steps are only added to an active flow")
-        return Conflict(f"flow {flow_id} already has {MAX_STEPS_PER_FLOW} steps")
+        if adding == 1:
+            return Conflict(f"flow {flow_id} already has {MAX_STEPS_PER_FLOW} steps")
+        return Conflict(
+            f"flow {flow_id} has {flow.step_count} steps; {adding} more would pass the limit of {MAX_STEPS_PER_FLOW}"
+        )
+
+    def _require_writer(self, principal: Principal, flow_id: str) -> None:
+        if self._flow(flow_id).created_by != principal.id:
+            raise Forbidden("only the writer that opened a flow may add steps to it")
+
+    def _stored_digests(self, flow_id: str, step_ids: list[str]) -> dict[str, str | None]:
+        """Which of these steps the flow holds, each with the digest of the body it was recorded from."""
+        found: dict[str, str | None] = {}
+        unique = list(dict.fromkeys(step_ids))
+        for start in range(0, len(unique), 100):  # BatchGetItem takes 100 keys a request
+            pending: dict[str, Any] = {
+                self._steps: {
+                    "Keys": [{"flow_id": {"S": flow_id}, "step_id": {"S": s}} for s in unique[start : start + 100]],
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "step_id, body_sha256",
+                }
+            }
+            while pending:
+                response = self._db.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self._steps, []):
+                    found[item["step_id"]["S"]] = item.get("body_sha256", {}).get("S")
+                pending = response.get("UnprocessedKeys") or {}
+        return found
 
     def _seal(self, flow_id: str, step_id: str, side: str, values: dict[str, Any], pii: list[str]) -> dict[str, Any]:
         return {
@@ -551,6 +658,46 @@ def _step_record(values: dict[str, Any]) -> dict[str, Any]:
     """A stored step as read, once it holds what every reader of steps relies on."""
     AdminStepView.model_validate(values)
     return values
+
+
+def _payload_bytes(body: StepCreate) -> int:
+    return len(json.dumps({"inputs": body.inputs, "outputs": body.outputs}).encode())
+
+
+def _digest(step_id: str, body: StepCreate) -> str:
+    """A step body's fingerprint (its id included): equal for a retry of the same step, only for that."""
+    fields = {**body.model_dump(mode="json"), "step_id": step_id}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _check_batch(steps: list[tuple[str, StepCreate]]) -> list[str]:
+    """The rules a batch breaks before anything is read; returns the parents named outside the batch."""
+    earlier: set[str] = set()
+    ids = {step_id for step_id, _ in steps}
+    outside: dict[str, None] = {}
+    total = 0
+    for position, (step_id, body) in enumerate(steps):
+        payload = _payload_bytes(body)
+        if payload > MAX_STEP_PAYLOAD_BYTES:
+            raise PayloadTooLarge(
+                f"step {position} ({step_id}): inputs and outputs exceed {MAX_STEP_PAYLOAD_BYTES // 1024} KB"
+            )
+        total += payload
+        if total > MAX_BATCH_PAYLOAD_BYTES:
+            raise PayloadTooLarge(
+                f"the batch's inputs and outputs exceed {MAX_BATCH_PAYLOAD_BYTES // (1024 * 1024)} MB; send fewer steps"
+            )
+        if step_id in earlier:
+            raise InvalidInput(f"step {step_id} appears twice in the batch")
+        if step_id in body.parent_step_ids:
+            raise InvalidInput(f"step {step_id} cannot be its own parent (cycle)")
+        for parent in body.parent_step_ids:
+            if parent in ids and parent not in earlier:
+                raise InvalidInput(f"step {step_id} names {parent} as a parent, which comes later in the batch")
+            if parent not in ids:
+                outside[parent] = None
+        earlier.add(step_id)
+    return list(outside)
 
 
 def _signal(step: dict[str, Any]) -> StepSignal:

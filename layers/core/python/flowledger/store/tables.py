@@ -65,6 +65,18 @@ _FAMILY_AGGREGATE = (
     "step_count",
     "outcome",
 )
+# What an exported flow record needs of the flow (reasoning/export.py): never trigger_summary or patient_id.
+_EXPORT_RECORD = (
+    "trigger_type",
+    "trigger_ref",
+    "trace_id",
+    "flow_state",
+    "created_at",
+    "outcome",
+    "abort_reason",
+    "patient_safe_summary",
+    "step_count",
+)
 
 TABLES: tuple[TableSpec, ...] = (
     TableSpec(
@@ -89,6 +101,9 @@ TABLES: tuple[TableSpec, ...] = (
             # Sparse and sharded: only active flows carry active_shard ("0".."15"), so the decay job
             # reads just them and no single "active" partition takes every flow's writes.
             Index("by_active", Key("active_shard"), _CREATED, include=()),
+            # Sparse and sharded: only flows closed since closed_shard ("0".."15") existed carry it. The
+            # export reads a closed_at window shard by shard and merges; nothing here changes after the close.
+            Index("by_closed", Key("closed_shard"), Key("closed_at"), include=_EXPORT_RECORD),
         ),
     ),
     TableSpec("steps", Key("flow_id"), Key("step_id")),
