@@ -108,3 +108,21 @@ def test_export_through_the_cli_from_a_running_server(export_server: Any, tmp_pa
     empty = export_server.cli("flows", "export", "--data-dir", data_dir, "--until", "2000-01-01", "--quiet")
     assert (empty.returncode, empty.stdout) == (0, "")
     assert empty.stderr.splitlines()[-1] == "flowledger: 0 flows written to stdout"
+
+    # otel-export reads the same window from the store; the spans are those of the exported file's flows.
+    from_store, from_file = tmp_path / "store.otlp.jsonl", tmp_path / "file.otlp.jsonl"
+    spans = export_server.cli("flows", "otel-export", "--data-dir", data_dir, "--out", str(from_store))
+    assert spans.returncode == 0, spans.stderr
+    assert spans.stdout.strip() == f"wrote 3 flows as 12 spans in 1 request to {from_store}"
+    again = export_server.cli("flows", "otel-export", "--input", str(out), "--out", str(from_file))
+    assert again.returncode == 0, again.stderr
+    assert from_store.read_bytes() == from_file.read_bytes()
+    for marker in (PATIENT, TRIGGER_SUMMARY, SECRET, "metformin"):
+        assert marker.encode() not in from_store.read_bytes(), marker
+    aborted_only = export_server.cli(
+        "flows", "otel-export", "--data-dir", data_dir, "--outcome", "aborted", "--out", "-", "--json"
+    )
+    assert aborted_only.returncode == 0, aborted_only.stderr
+    assert json.loads(aborted_only.stderr)["flows"] == 1 and aborted in aborted_only.stdout
+    both = export_server.cli("flows", "otel-export", "--input", str(out), "--since", "2026-01-01", "--out", "-")
+    assert both.returncode == 2 and "--since chooses flows of the store" in both.stderr

@@ -46,7 +46,8 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RF
 
 def add_command(flows: Any) -> None:
     """Add ``otel-export`` to the ``flows`` group."""
-    from flowledger.cli import _command, _json_option, _positive_int
+    from flowledger.cli import _command, _json_option, _positive_int, _store_option
+    from flowledger.cli_flows.export import add_window_options
 
     parser = _command(
         flows,
@@ -58,14 +59,16 @@ def add_command(flows: Any) -> None:
         " derive from the flow and step ids, so a re-export sends the same spans again. The whole file is checked"
         " before anything is sent; a 429/502/503/504 is retried with backoff, any other refusal is exit 2."
         " Headers: OTEL_EXPORTER_OTLP_HEADERS (or OTEL_EXPORTER_OTLP_TRACES_HEADERS), then the Langfuse keys,"
-        " then --header, the later winning.",
+        " then --header, the later winning. Without --input the flows are read from the store, through the"
+        " closed-flow index, as `flows export` reads them (same window flags).",
     )
     parser.add_argument(
         "--input",
-        required=True,
         metavar="FILE",
-        help="the flows file (JSONL, as `flows export --format raw` writes it); - reads stdin",
+        help="read a flows file (JSONL, as `flows export --format raw` writes it; - reads stdin) instead of the store",
     )
+    add_window_options(parser)
+    _store_option(parser)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--endpoint",
@@ -112,6 +115,21 @@ def add_command(flows: Any) -> None:
         help="at most N bytes a request body (default 1000000, at least 65536)",
     )
     _json_option(parser, "the counts and the destination")
+    parser.set_defaults(options_problem=window_with_input, command_parser=parser)
+
+
+def window_with_input(args: argparse.Namespace) -> str | None:
+    """A window flag with --input: the flags choose flows of the store, --input names a file instead."""
+    from flowledger.cli_flows.export import MAX_LIMIT
+
+    named = [flag for flag in ("since", "until", "outcome", "min_confidence") if getattr(args, flag) is not None]
+    if args.limit != MAX_LIMIT:
+        named.append("limit")
+    if args.input is None or not named:
+        return None
+    flags = ", ".join("--" + flag.replace("_", "-") for flag in named)
+    verb = "chooses" if len(named) == 1 else "choose"
+    return f"{flags} {verb} flows of the store; with --input the file's flows are sent as they are"
 
 
 def _at_least_64k(value: str) -> int:
@@ -144,7 +162,8 @@ def cmd_flows_otel_export(args: argparse.Namespace) -> int:
     headers = request_headers(args, os.environ, endpoint) if endpoint else {}
     if args.out and args.out != "-" and not Path(args.out).parent.is_dir():
         raise CommandFailed(f"{args.out}: no directory {Path(args.out).parent}")
-    with _checked_input(args.input) as (flows, records):
+    source = _checked_input(args.input) if args.input is not None else _store_input(args)
+    with source as (flows, records):
         requests = export_requests(
             records(), project=args.project, max_spans=args.batch_spans, max_bytes=args.batch_bytes
         )
@@ -154,6 +173,7 @@ def cmd_flows_otel_export(args: argparse.Namespace) -> int:
         else:
             sent = _write_all(requests, args.out, Sent(flows))
             where = "to stdout" if args.out == "-" else f"to {args.out}"
+        sent.flows = flows or getattr(records, "count", 0)
     report = sys.stderr if args.out == "-" else sys.stdout
     if args.json:
         print(json.dumps({**sent.__dict__, "destination": where[3:]}), file=report)
@@ -168,7 +188,31 @@ def cmd_flows_otel_export(args: argparse.Namespace) -> int:
     return 1 if sent.rejected else 0
 
 
-# ---- input: checked whole before anything is sent ----
+# ---- input: the store's window, or a file checked whole before anything is sent ----
+
+
+class _StoreRecords:
+    """The window's records as the exporter reads them, counted as they pass (the store's are valid by construction)."""
+
+    def __init__(self, records: Iterator[FlowRecord]) -> None:
+        self._records = records
+        self.count = 0
+
+    def __call__(self) -> Iterator[FlowRecord]:
+        for record in self._records:
+            self.count += 1
+            yield record
+
+
+@contextlib.contextmanager
+def _store_input(args: argparse.Namespace) -> Iterator[tuple[int, Callable[[], Iterator[FlowRecord]]]]:
+    """The closed flows of the window flags, from the store ``--data-dir`` names (AWS without it)."""
+    from flowledger.cli import _store_services
+    from flowledger.cli_flows.export import window_from_args
+    from flowledger.reasoning.export import closed_flow_records
+
+    window = window_from_args(args)  # checked before the store is reached
+    yield 0, _StoreRecords(closed_flow_records(_store_services(args.data_dir), window))
 
 
 @contextlib.contextmanager
