@@ -8,11 +8,9 @@ and back-refs), without the audit events, which the export never reads. Each exp
 of its own, so its peak RSS (VmHWM in /proc) is the exporter's and nothing else's; it writes every record as JSON to
 /dev/null through the same ClosedFlowReader the CLI uses.
 
-moto's base-table Query sorts every item of the table on each call, so a per-flow steps Query costs
-O(table) there (DynamoDB reads one partition), and its projection turns the whole item into JSON once per
-projected attribute. The bench gives the in-process moto a partition lookup for base-table queries and a
-projection that converts an item once, so the flows per second measure the exporter rather than those
-costs; index queries and everything else run as moto runs them.
+The locked server reads a base-table Query's own partition (flowledger.local.moto_reads), as the dev
+server does, so a per-flow steps Query costs what DynamoDB's would, not O(table); index queries and
+everything else run as moto runs them.
 """
 
 from __future__ import annotations
@@ -95,48 +93,6 @@ def flow_item(n: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return flow, steps
 
 
-def faster_moto() -> None:
-    """moto's base-table Query reading only the queried partition, its projection converting an item once."""
-    from moto.dynamodb.models.table import Table
-
-    original_query, original_all = Table.query, Table.all_items
-
-    def all_items(self: Any) -> Any:
-        hint = getattr(self, "_bench_partition", None)
-        if hint is None:
-            return original_all(self)
-        partition = self.items.get(hint)
-        if partition is None:
-            return []
-        return list(partition.values()) if self.range_key_attr else [partition]
-
-    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
-        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
-        if index_name is not None or hash_key is None:
-            return original_query(self, hash_key, *args, **kwargs)
-        self._bench_partition = hash_key
-        try:
-            return original_query(self, hash_key, *args, **kwargs)
-        finally:
-            self._bench_partition = None
-
-    Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
-
-    from botocore.utils import merge_dicts
-    from moto.dynamodb.models.dynamo_type import Item, serializer
-    from moto.dynamodb.models.utilities import find_nested_key
-
-    def project(self: Any, projection_expressions: list[list[str]]) -> Any:
-        # moto turns the whole item into JSON once per projected attribute; once per item is enough.
-        regular = self.to_regular_json()
-        result: dict[str, Any] = {}
-        for expression in projection_expressions:
-            merge_dicts(result, find_nested_key(expression, regular))
-        return Item(hash_key=self.hash_key, range_key=self.range_key, attrs=serializer.serialize(result)["M"])
-
-    Item.project = project  # type: ignore[method-assign]
-
-
 def seed(services: Any, count: int) -> None:
     from flowledger.store import items
 
@@ -205,7 +161,6 @@ def main() -> int:
     from flowledger.store.provision import provision_all
 
     warnings.filterwarnings("ignore")
-    faster_moto()
     server = LockedMotoServer()
     endpoint = server.start()
     prefix = f"export{int(time.time())}"

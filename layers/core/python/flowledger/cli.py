@@ -52,7 +52,7 @@ def _store_services(data_dir: str | None) -> Services:
 
     if data_dir is None:
         return build_services(load_settings())
-    from flowledger.local.devserver import EMBEDDED_CREDENTIALS
+    from flowledger.local.datadir import EMBEDDED_CREDENTIALS
 
     endpoints = _local_endpoints(data_dir)
     settings = load_settings(

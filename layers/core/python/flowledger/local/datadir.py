@@ -24,6 +24,10 @@ from jwt.algorithms import RSAAlgorithm
 
 from flowledger.errors import ConfigurationError
 
+# moto accepts any credentials; fixed ones keep the embedded store independent of ~/.aws (the dev server
+# and every `--data-dir` command use them; here so that such a command does not load the server).
+EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
+
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_AUDIENCE = "flowledger"
 LOCAL_ISSUER = "flowledger-local"

@@ -33,7 +33,7 @@ from flowledger.diagnosis.demo_logs import seed_demo_logs
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
-from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
+from flowledger.local.datadir import EMBEDDED_CREDENTIALS, LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
 from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway
@@ -45,8 +45,6 @@ from flowledger.services import Services, build_services
 from flowledger.store.provision import provision_all
 from flowledger.store.tables import BUCKETS, TABLES
 
-# moto accepts any credentials; fixed ones keep the embedded store independent of ~/.aws.
-EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
 DEV_TOKEN_TTL_SECONDS = 12 * 3600
 CONTINUITY_VARIABLE = "ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"

@@ -24,7 +24,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from flowledger.local import moto_state, moto_transactions
+from flowledger.local import moto_reads, moto_state, moto_transactions
 from flowledger.local.moto_state import SnapshotInfo, StateCounts
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -121,6 +121,7 @@ class LockedMotoServer:
         # One access-log line per DynamoDB call drowns the dev server's own output.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         moto_transactions.install()
+        moto_reads.install()
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
         self._thread.start()

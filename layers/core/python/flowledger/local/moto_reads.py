@@ -1,0 +1,66 @@
+"""Table-size-independent reads for moto's DynamoDB: a base-table Query reads its own partition.
+
+moto answers a Query on a table by sorting every item of the table and then filtering on the partition
+key, and its projection turns the whole item into JSON once per projected attribute. On a dev server
+that has recorded a few thousand flows, reading one flow's steps (every close, every export line) then
+costs time in proportion to all the steps ever written; DynamoDB's does not, and neither should the
+fake's. This keeps moto's own Query (key conditions, paging, filters, projections) and narrows only the
+items it starts from: a base-table Query with a partition key sees that partition (and sorts it, as ever).
+Index queries and scans are left as moto runs them. Like :mod:`moto_transactions`, installed by the
+locked server.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from botocore.utils import merge_dicts
+from moto.dynamodb.models.dynamo_type import Item, serializer
+from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.utilities import find_nested_key
+
+_INSTALLED = False
+_querying = threading.local()  # .partition: the hash key of the base-table Query running on this thread
+
+
+def install() -> None:
+    """Patch moto's Table.query, Table.all_items and Item.project (idempotent)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    original_query, original_all_items = Table.query, Table.all_items
+
+    @functools.wraps(original_query)
+    def query(self: Table, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        if index_name is not None or hash_key is None:
+            return original_query(self, hash_key, *args, **kwargs)
+        _querying.partition = (self, hash_key)
+        try:
+            return original_query(self, hash_key, *args, **kwargs)
+        finally:
+            _querying.partition = None
+
+    @functools.wraps(original_all_items)
+    def all_items(self: Table) -> list[Item]:
+        narrowed = getattr(_querying, "partition", None)
+        if narrowed is None or narrowed[0] is not self:
+            return original_all_items(self)
+        partition = self.items.get(narrowed[1])
+        if partition is None:
+            return []
+        if not self.range_key_attr:
+            return [partition]  # moto keeps a hash-only table's item bare
+        return list(partition.values())  # Query sorts what it keeps by range key itself
+
+    def project(self: Item, projection_expressions: list[list[str]]) -> Item:
+        regular = self.to_regular_json()  # once, not once per projected attribute
+        result: dict[str, Any] = {}
+        for expression in projection_expressions:
+            merge_dicts(result, find_nested_key(expression, regular))
+        return Item(hash_key=self.hash_key, range_key=self.range_key, attrs=serializer.serialize(result)["M"])
+
+    Table.query, Table.all_items, Item.project = query, all_items, project  # type: ignore[method-assign]
+    _INSTALLED = True

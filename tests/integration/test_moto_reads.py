@@ -1,0 +1,93 @@
+"""The locked server's partition-narrowed Query answers exactly as moto's own: order, key conditions,
+paging, projection and filters, on a table with many partitions; index queries are untouched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from moto.dynamodb.models.table import Table
+
+from flowledger.config import load_settings
+from flowledger.local.datadir import EMBEDDED_CREDENTIALS
+from flowledger.services import build_services
+from flowledger.store.provision import create_table
+from flowledger.store.tables import table_spec
+
+pytestmark = pytest.mark.usefixtures("clean_environment")
+
+
+@pytest.fixture
+def steps(locked_moto: str) -> tuple[Any, str]:
+    services = build_services(
+        load_settings(aws_endpoint_url=locked_moto, resource_prefix="reads"), EMBEDDED_CREDENTIALS
+    )
+    create_table(services.aws, table_spec("steps"))
+    table = services.aws.table_name("steps")
+    db = services.aws.dynamodb
+    for flow in range(20):
+        for step in (7, 3, 11, 1, 5):  # written out of key order
+            db.put_item(
+                TableName=table,
+                Item={
+                    "flow_id": {"S": f"fl_{flow:02d}"},
+                    "step_id": {"S": f"st_{step:02d}"},
+                    "kind": {"S": "even" if step % 2 == 0 else "odd"},
+                    "n": {"N": str(step)},
+                    "nested": {"M": {"a": {"S": f"a{step}"}, "b": {"S": "b"}}},
+                },
+            )
+    return db, table
+
+
+def query(db: Any, table: str, **extra: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    request = {"TableName": table, **extra}
+    while True:
+        response = db.query(**request)
+        found.extend(response["Items"])
+        if "LastEvaluatedKey" not in response:
+            return found
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def test_a_partition_query_reads_only_its_partition_in_key_order(
+    steps: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, table = steps
+    sorted_whole_table = []
+    monkeypatch.setattr(
+        "moto.dynamodb.models.table.sorted",
+        lambda *a, **k: sorted_whole_table.append(1) or sorted(*a, **k),
+        raising=False,
+    )
+    keyed = {"KeyConditionExpression": "flow_id = :f", "ExpressionAttributeValues": {":f": {"S": "fl_07"}}}
+
+    assert [i["step_id"]["S"] for i in query(db, table, **keyed)] == ["st_01", "st_03", "st_05", "st_07", "st_11"]
+    assert sorted_whole_table == []  # moto's all_items sorts the whole table; the narrowed read never does
+    backwards = query(db, table, **keyed, ScanIndexForward=False, Limit=2)
+    assert [i["step_id"]["S"] for i in backwards] == ["st_11", "st_07", "st_05", "st_03", "st_01"]
+    ranged = {
+        "KeyConditionExpression": "flow_id = :f AND step_id BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":f": {"S": "fl_07"}, ":a": {"S": "st_03"}, ":b": {"S": "st_07"}},
+    }
+    assert [i["step_id"]["S"] for i in query(db, table, **ranged)] == ["st_03", "st_05", "st_07"]
+    projected = query(db, table, **keyed, ProjectionExpression="step_id, nested.a", Limit=3)
+    assert projected[0] == {"step_id": {"S": "st_01"}, "nested": {"M": {"a": {"S": "a1"}}}}
+    assert len(projected) == 5
+    filtered = query(
+        db,
+        table,
+        KeyConditionExpression="flow_id = :f",
+        FilterExpression="n > :n",
+        ExpressionAttributeValues={":f": {"S": "fl_07"}, ":n": {"N": "4"}},
+    )
+    assert [i["step_id"]["S"] for i in filtered] == ["st_05", "st_07", "st_11"]
+    missing = {"KeyConditionExpression": "flow_id = :f", "ExpressionAttributeValues": {":f": {"S": "fl_99"}}}
+    assert query(db, table, **missing) == []
+
+
+def test_a_scan_still_sees_every_partition(steps: tuple[Any, str]) -> None:
+    db, table = steps
+    assert Table.all_items.__name__ == "all_items"  # installed with functools.wraps: moto's own name
+    assert len(db.scan(TableName=table)["Items"]) == 100
