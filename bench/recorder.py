@@ -119,6 +119,7 @@ def flowledger_flows(base_url: str, token: str, count: int, figures: Figures | N
 def one_call_a_step_flows(base_url: str, token: str, count: int, figures: Figures) -> None:
     """The recorder as it was before the batch route: each step one HTTP call made in the agent's thread."""
     transport = HttpTransport(base_url, token)
+    single = httpx.Client(base_url=base_url, timeout=5.0, headers={"Authorization": f"Bearer {token}"})
     for n in range(count):
         opened = time.perf_counter()
         flow_id = transport.start(
@@ -136,7 +137,7 @@ def one_call_a_step_flows(base_url: str, token: str, count: int, figures: Figure
                 "confidence": 0.9,
                 "latency_ms": 12,
             }
-            transport.step(flow_id, body)
+            single.post(f"/api/reasoning/flows/{flow_id}/steps", json=body).raise_for_status()
             previous = str(body["step_id"])
             figures.step_us.append((time.perf_counter() - began) * 1e6)
         closing = time.perf_counter()

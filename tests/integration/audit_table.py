@@ -703,6 +703,20 @@ W, P, A, D = WRITER.actor, PATIENT.actor, ADMIN.actor, DOCUMENTER.actor
 
 START = Route("POST", "/api/reasoning/flows", WRITER, body=FLOW_START, status=201)
 STEP_ROUTE = Route("POST", "/api/reasoning/flows/{flow_id}/steps", WRITER, active_flow, STEP, status=201, other=403)
+STEP_BATCH = Route(
+    "POST",
+    "/api/reasoning/flows/{flow_id}/steps:batch",
+    WRITER,
+    active_flow,
+    {
+        "steps": [
+            {**STEP, "step_id": "st_01JZ0000000000000000000001"},
+            {**STEP, "step_id": "st_01JZ0000000000000000000002"},
+        ]
+    },
+    status=201,
+    other=403,
+)
 CLOSE = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, COMPLETED, note="qualifies", other=403)
 ABORT = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, ABORTED, note="aborted")
 NARRATIVE = Route("GET", "/api/reasoning/flows/{flow_id}", PATIENT, readable_flow, other=403)
@@ -847,6 +861,7 @@ ROWS: list[Row] = [
     # client routes (actor user:<sub>)
     Row(START, "reasoning.flow.started", FLOW, W),
     Row(STEP_ROUTE, "reasoning.step.created", FLOW, W),
+    Row(STEP_BATCH, "reasoning.step.created", FLOW, W, count=2),
     Row(CLOSE, "reasoning.flow.completed", FLOW, W),
     Row(CLOSE, "reasoning.pathway.extracted", PATHWAY_ID, W),
     Row(ABORT, "reasoning.flow.aborted", FLOW, W),

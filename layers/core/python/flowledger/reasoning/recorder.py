@@ -67,9 +67,6 @@ class InProcessTransport:
     def start(self, body: dict[str, Any]) -> str:
         return str(self._service.start_flow(self._principal, FlowStart(**body)).flow_id)
 
-    def step(self, flow_id: str, body: dict[str, Any]) -> None:
-        self._service.add_step(self._principal, flow_id, StepCreate(**body))
-
     def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
         self._service.add_steps(self._principal, flow_id, [StepCreate(**body) for body in bodies])
 
@@ -103,9 +100,6 @@ class HttpTransport:
 
     def start(self, body: dict[str, Any]) -> str:
         return str(self._send("POST", "/api/reasoning/flows", body)["flow_id"])
-
-    def step(self, flow_id: str, body: dict[str, Any]) -> None:
-        self._send("POST", f"/api/reasoning/flows/{flow_id}/steps", body)
 
     def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
         path = f"/api/reasoning/flows/{flow_id}/steps:batch"
