@@ -806,18 +806,23 @@ def cmd_flows_lint(args: argparse.Namespace) -> int:
     return 1 if report.verdict == "FAIL" else 0
 
 
-def cmd_flows_signature_check(args: argparse.Namespace) -> int:
+def signature_corpus(path: str | None) -> Any:
+    """The golden corpus at ``path`` (``--corpus``), or the packaged one; an unreadable file ends the command."""
     from flowledger.reasoning.signatures import packaged_corpus, parse_corpus
 
-    if args.corpus is None:
-        corpus = packaged_corpus()
-    else:
-        try:
-            with open(args.corpus, "rb") as file:
-                corpus = parse_corpus(file.read(), args.corpus)
-        except OSError as exc:
-            raise CommandFailed(f"{args.corpus}: {exc.strerror or type(exc).__name__}") from None
+    if path is None:
+        return packaged_corpus()
+    try:
+        with open(path, "rb") as file:
+            return parse_corpus(file.read(), path)
+    except OSError as exc:
+        raise CommandFailed(f"{path}: {exc.strerror or type(exc).__name__}") from None
+
+
+def cmd_flows_signature_check(args: argparse.Namespace) -> int:
     from flowledger.reasoning.signatures import check_records
+
+    corpus = signature_corpus(args.corpus)
 
     report = _flow_records(args.input, lambda records: check_records(corpus, records, args.threshold))
     if args.json:

@@ -16,20 +16,13 @@ INVOKERS = ("stub", "chat", "diagnosis", "researcher", "critic", "correlator")
 
 
 def cmd_flows_replay(args: argparse.Namespace) -> int:
-    from flowledger.cli import CommandFailed, counted
-    from flowledger.reasoning.signatures import packaged_corpus, parse_corpus
+    from pathlib import Path
+
+    from flowledger.cli import counted, signature_corpus
     from flowledger.replay.cases import load_cases, packaged_cases
     from flowledger.replay.harness import ReplayHarness
 
-    if args.corpus is None:
-        corpus = packaged_corpus()
-    else:
-        try:
-            with open(args.corpus, "rb") as file:
-                corpus = parse_corpus(file.read(), args.corpus)
-        except OSError as exc:
-            raise CommandFailed(f"{args.corpus}: {exc.strerror or type(exc).__name__}") from None
-    from pathlib import Path
+    corpus = signature_corpus(args.corpus)
 
     cases = packaged_cases() if args.cases is None else load_cases(Path(args.cases))
     report = ReplayHarness(_invoker(args.invoker), corpus).run(cases, args.threshold)
