@@ -138,7 +138,7 @@ def test_a_record_never_carries_a_patient_id_inputs_or_a_ref_itself() -> None:
 
 def test_a_visible_summary_passes_the_guard_and_a_hidden_one_is_the_placeholder() -> None:
     leaky = raw([step("retrieval", summary_text="Reviewed metformin 500mg for Dr. Smith")])
-    assert refusal(leaky).reason.startswith("steps.0: Value error, summary_text does not pass the summary guard")
+    assert refusal(leaky).reason.startswith("steps.0: summary_text does not pass the summary guard")
     not_hidden = raw([step("retrieval", summary_hidden=True)])
     assert refusal(not_hidden).reason.endswith("a hidden summary's summary_text must be the withheld placeholder")
     outcome = {"type": "no_action", "summary": "Called 555-123-4567"}
@@ -152,7 +152,7 @@ def test_steps_must_be_whole_and_in_creation_order() -> None:
     first["parent_step_ids"] = [second["step_id"]]
     assert "steps.0: parent st_" in refusal(raw([first, second])).reason
     assert refusal(raw([step("retrieval")], step_count=2)).reason == (
-        "record: Value error, step_count is 2 but the record holds 1 steps"
+        "record: step_count is 2 but the record holds 1 steps"
     )
     again = step("verdict")
     assert "repeats" in refusal(raw([again, dict(again)])).reason

@@ -23,7 +23,6 @@ steps and the outcome (the pathway qualifier's measure), absent when none carrie
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import IO, Annotated, Literal
 
@@ -34,11 +33,11 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StringConstraints,
-    ValidationError,
     model_validator,
 )
 
 from flowledger.errors import InvalidInput
+from flowledger.json_objects import ObjectInvalid, parse_object
 from flowledger.reasoning.guard import check_summary
 from flowledger.reasoning.models import (
     MAX_PARENTS,
@@ -193,19 +192,9 @@ def read_records(stream: IO[bytes]) -> Iterator[tuple[int, FlowRecord]]:
 def parse_record(number: int, raw: bytes) -> FlowRecord:
     """One line as a :class:`FlowRecord`, or :class:`RecordInvalid` saying what is wrong and where."""
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise RecordInvalid(number, "not UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise RecordInvalid(number, f"not JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(value, dict):
-        raise RecordInvalid(number, "a record is a JSON object")
-    try:
-        return FlowRecord.model_validate(value)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "record"
-        raise RecordInvalid(number, f"{where}: {error['msg']}") from None
+        return parse_object(raw, FlowRecord, "record")
+    except ObjectInvalid as exc:
+        raise RecordInvalid(number, exc.reason) from None
 
 
 # ---- preference pairs: ``flowledger flows export --format dpo`` (reasoning/preference.py) -------------

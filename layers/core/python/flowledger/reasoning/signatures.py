@@ -18,16 +18,16 @@ when it exceeds the threshold (0 by default: any drift fails).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from flowledger.errors import InvalidInput
+from flowledger.json_objects import ObjectInvalid, parse_object
 from flowledger.reasoning.dataset import FlowRecord
 from flowledger.reasoning.models import Name
 
@@ -150,15 +150,9 @@ def parse_corpus(data: bytes, source: str) -> Corpus:
     if len(data) > MAX_CORPUS_BYTES:
         raise CorpusInvalid(f"{source}: larger than {MAX_CORPUS_BYTES // 1024} KB")
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorpusInvalid(f"{source}: not JSON ({exc})") from None
-    try:
-        return Corpus.model_validate(value)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "corpus"
-        raise CorpusInvalid(f"{source}: {where}: {error['msg']}") from None
+        return parse_object(data, Corpus, "corpus")
+    except ObjectInvalid as exc:
+        raise CorpusInvalid(f"{source}: {exc.reason}") from None
 
 
 def packaged_corpus() -> Corpus:

@@ -22,7 +22,6 @@ the file and the first problem.
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from flowledger.errors import InvalidInput
+from flowledger.json_objects import ObjectInvalid, parse_object
 from flowledger.reasoning.models import Name
 from flowledger.reasoning.signatures import TOKEN_PATTERN, OutcomeType, Signature, Token
 
@@ -194,18 +194,9 @@ def parse_case(data: bytes, source: str) -> ReplayCase:
     if len(data) > MAX_CASE_BYTES:
         raise CaseInvalid(f"{source}: larger than {MAX_CASE_BYTES // 1024} KB")
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CaseInvalid(f"{source}: not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise CaseInvalid(f"{source}: a case is a JSON object")
-    try:
-        return ReplayCase.model_validate(value)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "case"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise CaseInvalid(f"{source}: {where}: {message}") from None
+        return parse_object(data, ReplayCase, "case")
+    except ObjectInvalid as exc:
+        raise CaseInvalid(f"{source}: {exc.reason}") from None
 
 
 def load_cases(directory: Traversable | Path, source: str | None = None) -> list[ReplayCase]:

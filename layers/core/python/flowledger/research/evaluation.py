@@ -26,17 +26,17 @@ verdicts exactly as they would have been.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from flowledger.chat.models import PublicContent
 from flowledger.errors import InvalidInput
 from flowledger.ids import new_id
+from flowledger.json_objects import ObjectInvalid, parse_object
 from flowledger.llm.ports import ChatModel
 from flowledger.reasoning.recorder import ReasoningFlowRecorder
 from flowledger.research.agents.recording import AgentRecording, recorded
@@ -124,17 +124,9 @@ def _parse_line(number: int, raw: bytes) -> Case:
     if len(text) > MAX_LINE_CHARS:
         raise CasesInvalid(number, f"longer than {MAX_LINE_CHARS} characters")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CasesInvalid(number, f"not JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(value, dict):
-        raise CasesInvalid(number, "a case is a JSON object")
-    try:
-        return Case.model_validate(value)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "case"
-        raise CasesInvalid(number, f"{where}: {error['msg']}") from None
+        return parse_object(raw, Case, "case")
+    except ObjectInvalid as exc:
+        raise CasesInvalid(number, exc.reason) from None
 
 
 class CaseResult(BaseModel):
