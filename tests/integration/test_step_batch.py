@@ -236,15 +236,15 @@ def test_the_scope_is_checked_before_the_body_is_validated(call: Call, services:
 def test_each_batched_step_emits_the_step_metric(call: Call, capsys: pytest.CaptureFixture[str]) -> None:
     flow_id = open_flow(call)
     capsys.readouterr()
-    assert batch(call, flow_id, [step("retrieval"), step("verdict")])[0] == 201
+    assert batch(call, flow_id, [step("retrieval"), step("verdict"), step("retrieval")])[0] == 201
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
-    writes = [
-        r["step_kind"]
+    writes = {
+        r["step_kind"]: r["reasoning.step.writes"]
         for r in records
         for m in r["_aws"]["CloudWatchMetrics"][0]["Metrics"]
         if m["Name"] == "reasoning.step.writes"
-    ]
-    assert sorted(writes) == ["retrieval", "verdict"]
+    }
+    assert writes == {"retrieval": [2.0], "verdict": [1.0]}  # a count per kind and agent: every step counted
 
 
 def open_flow_in(service: FlowService) -> str:

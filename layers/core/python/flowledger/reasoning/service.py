@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
@@ -187,10 +188,9 @@ class FlowService:
                 if exc.index == 0:
                     raise self._why_not_writable(principal, flow_id, len(fresh)) from None
                 continue  # another attempt of this batch wrote a step meanwhile: read what it wrote
-            for _, body in fresh:
-                self._s.metrics.emit(
-                    "reasoning.step.writes", 1, "Count", {"step_kind": body.step_kind, "agent": body.agent}
-                )
+            # One EMF record per (kind, agent) with its count, not one per step: a batch is one write.
+            for (kind, agent), count in Counter((body.step_kind, body.agent) for _, body in fresh).items():
+                self._s.metrics.emit("reasoning.step.writes", count, "Count", {"step_kind": kind, "agent": agent})
             return StepBatchResult(flow_id=flow_id, recorded=[s for s, _ in fresh], already_recorded=already)
         raise Conflict("the batch's steps kept being written by another request; retry it")
 
