@@ -33,6 +33,7 @@ from flowledger.diagnosis.demo_logs import seed_demo_logs
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
+from flowledger.local.console import console_app
 from flowledger.local.datadir import EMBEDDED_CREDENTIALS, LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
 from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
 from flowledger.local.functions import FunctionPool, settings_environment
@@ -202,6 +203,7 @@ def _gateway(settings: Settings, services: Services, directory: DataDir, functio
             "/docs": lambda: ("text/html; charset=utf-8", docs),
             "/.well-known/jwks.json": lambda: ("application/json", jwks),
         },
+        console=console_app(directory),
     )
     chat_paths = {path: item for path, item in document["paths"].items() if path.startswith("/api/chat")}
     gateway.mount("chat", create_app(lambda: services), routes_of(chat_paths, function="chat"))

@@ -28,6 +28,7 @@ from flowledger.api.errors import error_body, error_headers, status_for
 from flowledger.api.routes import RouteSpec, match_route
 from flowledger.api.tokens import TokenVerifier, authorizer_context, bearer_token
 from flowledger.errors import FlowledgerError, Forbidden, MethodNotAllowed, NotFound, PayloadTooLarge
+from flowledger.local.console import is_console_path
 from flowledger.local.functions import FunctionTimeout
 from flowledger.local.sigv4 import SigV4Verifier
 
@@ -57,6 +58,7 @@ class LocalGateway:
     sigv4: SigV4Verifier
     cors_origins: frozenset[str] = frozenset()
     pages: dict[str, Page] = field(default_factory=dict)
+    console: ASGIApp | None = None  # the static web console at /console/ (local/console.py)
     _mounts: dict[str, ASGIApp] = field(default_factory=dict)
     _mounted_routes: list[RouteSpec] = field(default_factory=list)
 
@@ -101,6 +103,9 @@ class LocalGateway:
     async def _handle(self, request: _Request, scope: Scope, receive: Receive, send: Send) -> None:
         if request.method == "OPTIONS" and "access-control-request-method" in request.headers:
             await self._preflight(request, send)
+            return
+        if self.console is not None and is_console_path(request.path) and request.method in ("GET", "HEAD"):
+            await self.console(scope, receive, send)
             return
         page = self.pages.get(request.path) if request.method == "GET" else None
         if page is not None:

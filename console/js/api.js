@@ -1,0 +1,112 @@
+// The console's only way to the API: operator calls signed with SigV4 (aws4fetch), patient calls with a
+// bearer token. Where the credentials come from depends on /console/config.json: locally the dev server
+// hands a loopback page its admin credentials and a demo patient token; in AWS, Cognito (cognito.js).
+
+import { AwsClient } from "/console/vendor/aws4fetch-1.0.20/aws4fetch.esm.js";
+
+const PATIENT_TOKEN_KEY = "flowledger.patientToken";
+let configPromise = null;
+let operatorClient = null;
+
+/** A refusal or failure the API answered with: its status, error code and message. */
+export class ApiError extends Error {
+  constructor(status, code, message, body) {
+    super(message || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+    this.body = body;
+  }
+}
+
+/** The console's configuration (fetched once). */
+export function config() {
+  configPromise ??= fetch("/console/config.json", { cache: "no-store" }).then((r) => {
+    if (!r.ok) throw new ApiError(r.status, "config", "the console configuration could not be loaded");
+    return r.json();
+  });
+  return configPromise;
+}
+
+function url(cfg, path, query) {
+  const target = new URL(path, cfg.api_base || window.location.origin);
+  for (const [key, value] of Object.entries(query || {})) {
+    if (value !== undefined && value !== null && value !== "") target.searchParams.set(key, String(value));
+  }
+  return target.toString();
+}
+
+async function read(response) {
+  const text = await response.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = { message: text };
+  }
+  if (!response.ok && response.status !== 202) {
+    throw new ApiError(response.status, body?.error, body?.message, body);
+  }
+  return { status: response.status, body };
+}
+
+async function signer(cfg) {
+  if (operatorClient) return operatorClient;
+  let credentials;
+  if (cfg.operator) {
+    credentials = { accessKeyId: cfg.operator.access_key_id, secretAccessKey: cfg.operator.secret_access_key };
+  } else if (cfg.mode === "cognito") {
+    const { operatorCredentials } = await import("/console/js/cognito.js");
+    credentials = await operatorCredentials(cfg);
+  } else {
+    throw new ApiError(403, "forbidden", "operator pages need operator credentials (open the console on loopback)");
+  }
+  operatorClient = new AwsClient({ ...credentials, service: "execute-api", region: cfg.region });
+  return operatorClient;
+}
+
+/** The signed request an operator call sends (exposed for the signature test). */
+export async function signOperatorRequest(path, { method = "GET", query, body, datetime } = {}) {
+  const cfg = await config();
+  const client = await signer(cfg);
+  const init = { method, headers: body === undefined ? {} : { "content-type": "application/json" } };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const aws = datetime ? { datetime } : undefined;
+  return client.sign(url(cfg, path, query), { ...init, aws });
+}
+
+/** An admin call (``/admin/v1/...``), SigV4-signed: ``{status, body}`` or an ApiError. */
+export async function operatorFetch(path, options = {}) {
+  const request = await signOperatorRequest(path, options);
+  return read(await fetch(request));
+}
+
+/** The patient's bearer token: one pasted on the profile page, else the configured one. */
+export async function patientToken() {
+  const stored = sessionStorage.getItem(PATIENT_TOKEN_KEY);
+  if (stored) return stored;
+  const cfg = await config();
+  if (cfg.patient_token) return cfg.patient_token;
+  if (cfg.mode === "cognito") {
+    const { patientIdToken } = await import("/console/js/cognito.js");
+    return patientIdToken(cfg);
+  }
+  throw new ApiError(401, "unauthenticated", "sign in to read your explanations");
+}
+
+/** Use ``token`` for patient calls in this tab (empty: back to the configured one). */
+export function setPatientToken(token) {
+  if (token) sessionStorage.setItem(PATIENT_TOKEN_KEY, token);
+  else sessionStorage.removeItem(PATIENT_TOKEN_KEY);
+}
+
+/** A patient call (``/api/...``) with the bearer token: ``{status, body}`` (202 included) or an ApiError. */
+export async function patientFetch(path, { method = "GET", query, body } = {}) {
+  const cfg = await config();
+  const headers = { authorization: `Bearer ${await patientToken()}` };
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  return read(await fetch(url(cfg, path, query), init));
+}

@@ -1,0 +1,45 @@
+// Routes a /console/... address to its page module. Pages are plain links (no client-side history):
+// every page loads on its own, so a copied address always opens the same view.
+
+import { h, problem, replace } from "/console/js/dom.js";
+
+const ROUTES = [
+  [/^\/console\/?$/, "flow_search", "flows"],
+  [/^\/console\/flows\/?$/, "flow_search", "flows"],
+  [/^\/console\/flows\/([^/]+)$/, "flow", "flows"],
+  [/^\/console\/research\/?$/, "research", "research"],
+  [/^\/console\/pathways\/?$/, "pathways", "pathways"],
+  [/^\/console\/patient\/?$/, "profile", "patient"],
+  [/^\/console\/patient\/flows\/([^/]+)$/, "patient", "patient"],
+];
+
+function markSection(section) {
+  for (const link of document.querySelectorAll("header nav a")) {
+    const here = link.getAttribute("href") === `/console/${section}`;
+    if (here) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+async function start() {
+  const main = document.getElementById("main");
+  const path = window.location.pathname;
+  for (const [pattern, module, section] of ROUTES) {
+    const match = pattern.exec(path);
+    if (!match) continue;
+    markSection(section);
+    try {
+      const page = await import(`/console/js/pages/${module}.js`);
+      await page.render(main, { id: match[1] ? decodeURIComponent(match[1]) : null, query: new URLSearchParams(window.location.search) });
+    } catch (error) {
+      replace(main, h("h1", {}, "Something went wrong"), problem(error));
+    }
+    main.dataset.ready = "true"; // the browser tests wait for this
+    return;
+  }
+  document.title = "Not found · Flowledger";
+  replace(main, h("h1", {}, "Page not found"), h("p", {}, h("a", { href: "/console/flows" }, "Go to the flows")));
+  main.dataset.ready = "true";
+}
+
+start();

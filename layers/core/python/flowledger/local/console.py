@@ -1,0 +1,117 @@
+"""The web console as ``flowledger serve`` serves it at ``/console/``: the static files, and a config.
+
+In AWS the same files sit in S3 behind CloudFront, with a ``config.json`` that names the Cognito pools.
+Locally ``config.json`` is made per request: it hands a page opened on loopback the local admin
+credentials (for SigV4 in the browser) and a demo patient's token. Both are refused to a page opened
+from another host, or through a name other than a loopback one: a page of another site that rebinds
+its DNS name to 127.0.0.1 asks with its own ``Host``, and gets neither.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.responses import FileResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from flowledger.api.tokens import mint_token
+from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir
+
+PREFIX = "/console"
+# The console is a static site beside the Lambda code, not part of any layer (see infra/constructs/console.py).
+CONSOLE_DIR = Path(os.environ.get("FLOWLEDGER_CONSOLE_DIR") or Path(__file__).resolve().parents[5] / "console")
+DEMO_PATIENT = "patient-demo"
+PATIENT_TOKEN_TTL_SECONDS = 3600
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+# The console loads nothing from elsewhere and is framed by nothing; the API is this same origin.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
+
+def is_loopback_request(scope: Scope) -> bool:
+    """The request came from this machine and names it by a loopback host (no DNS-rebound name)."""
+    client = scope.get("client") or ("", 0)
+    try:
+        from_loopback = ipaddress.ip_address(client[0]).is_loopback
+    except ValueError:
+        return False
+    host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1").lower()
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+    return from_loopback and name in LOOPBACK_NAMES
+
+
+def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any]:
+    """What the console's pages read from ``/console/config.json`` on the dev server."""
+    credentials = directory.admin_credentials()
+    config: dict[str, Any] = {"mode": "local", "api_base": "", "region": credentials.region}
+    if loopback:
+        config["operator"] = {
+            "access_key_id": credentials.access_key_id,
+            "secret_access_key": credentials.secret_access_key,
+        }
+        config["patient_token"] = mint_token(
+            private_key_pem=directory.private_key_pem(),
+            kid=directory.key_id(),
+            issuer=LOCAL_ISSUER,
+            audience=LOCAL_AUDIENCE,
+            sub=DEMO_PATIENT,
+            scopes=["reasoning.read"],
+            patient_id=DEMO_PATIENT,
+            ttl_seconds=PATIENT_TOKEN_TTL_SECONDS,
+        )
+    return config
+
+
+class _ConsoleFiles(StaticFiles):
+    """The files under ``console/``; an address that is no file (``/console/flows/f-1``) gets the page shell."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        try:
+            response = await super().get_response(path, scope)
+        except HTTPException as exc:
+            if exc.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
+                raise
+            response = FileResponse(Path(str(self.directory)) / "index.html", media_type="text/html")
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+
+def console_app(directory: DataDir, root: Path = CONSOLE_DIR) -> ASGIApp:
+    """An ASGI app for ``/console`` and everything under it (GET and HEAD), compressed when asked."""
+    files = _ConsoleFiles(directory=root, html=True, check_dir=False)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        if path == PREFIX:
+            await Response(status_code=308, headers={"location": f"{PREFIX}/"})(scope, receive, send)
+            return
+        if path == f"{PREFIX}/config.json":
+            body = json.dumps(local_console_config(directory, loopback=is_loopback_request(scope)))
+            headers = {**SECURITY_HEADERS, "cache-control": "no-store"}
+            await Response(body, media_type="application/json", headers=headers)(scope, receive, send)
+            return
+        if not root.is_dir():
+            await Response("the console's files are not installed here", status_code=404)(scope, receive, send)
+            return
+        await files({**scope, "path": path[len(PREFIX) :] or "/", "root_path": ""}, receive, send)
+
+    return GZipMiddleware(app, minimum_size=512)
+
+
+def is_console_path(path: str) -> bool:
+    """``/console`` or an address under it."""
+    return path == PREFIX or path.startswith(f"{PREFIX}/")
