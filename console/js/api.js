@@ -29,9 +29,11 @@ export function config() {
 
 function url(cfg, path, query) {
   const target = new URL(path, cfg.api_base || window.location.origin);
-  for (const [key, value] of Object.entries(query || {})) {
-    if (value !== undefined && value !== null && value !== "") target.searchParams.set(key, String(value));
-  }
+  // RFC 3986 encoding (a space is %20, never "+"): the form SigV4 canonicalises, whatever the verifier.
+  const pairs = Object.entries(query || {})
+    .filter(([, value]) => value !== undefined && value !== null && value !== "")
+    .map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(String(value))}`);
+  target.search = pairs.join("&");
   return target.toString();
 }
 

@@ -721,6 +721,7 @@ CLOSE = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, CO
 ABORT = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, ABORTED, note="aborted")
 NARRATIVE = Route("GET", "/api/reasoning/flows/{flow_id}", PATIENT, readable_flow, other=403)
 CONSENT = Route("PUT", "/api/reasoning/consent", PATIENT, body={"reasoning_read": True})
+CONSENT_READ = Route("GET", "/api/reasoning/consent", PATIENT, note="the patient's own choice")
 ADMIN_FLOW = Route("GET", "/admin/v1/reasoning/flows/{flow_id}", ADMIN, closed_flow)
 TRACE = Route("GET", "/admin/v1/reasoning/flows", ADMIN, traced_flow, query={"trace_id": "{trace_id}"})
 ENQUEUE = Route(
@@ -868,6 +869,7 @@ ROWS: list[Row] = [
     Row(ABORT, "reasoning.pathway.skipped", FLOW, W),
     Row(NARRATIVE, "patient.reasoning.flow.read", FLOW, P),
     Row(CONSENT, "reasoning.read_consent.changed", "patient:p-ann", P),
+    Row(CONSENT_READ, None),
     Row(ME, None),
     Row(HEALTH, None),
     # chat (the chat app); a recorded turn is written by the chat service's own principal

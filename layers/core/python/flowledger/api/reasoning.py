@@ -115,6 +115,18 @@ def patient_narrative(flow_id: FlowId) -> Response[str]:
     return _json(202 if isinstance(view, InProgress) else 200, view)
 
 
+@router.get(
+    "/api/reasoning/consent",
+    summary="Your current choice about reading your flows",
+    description="Opted out (`reasoning_read: false`, `changed_at: null`) until you opt in. A patient's token only.",
+    tags=["reasoning"],
+    security=needs_scope("reasoning.read"),
+)
+def read_consent() -> Consent:
+    principal = require_scope(router.current_event.raw_event, "reasoning.read")
+    return _service().read_consent(principal)
+
+
 @router.put(
     "/api/reasoning/consent",
     summary="Opt in or out of reading your flows",

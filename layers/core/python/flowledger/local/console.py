@@ -83,8 +83,9 @@ class _ConsoleFiles(StaticFiles):
         try:
             response = await super().get_response(path, scope)
         except HTTPException as exc:
+            # No exception middleware sits in front of this app: a refusal becomes a plain answer here.
             if exc.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
-                raise
+                return Response(exc.detail, status_code=exc.status_code, headers=SECURITY_HEADERS)
             response = FileResponse(Path(str(self.directory)) / "index.html", media_type="text/html")
         response.headers.update(SECURITY_HEADERS)
         return response

@@ -116,9 +116,11 @@ class ConsentChange(_Strict):
 
 
 class Consent(BaseModel):
+    """A patient's ``reasoning.read`` choice; never changed means opted out (``changed_at`` null)."""
+
     patient_id: str
     reasoning_read: bool
-    changed_at: str
+    changed_at: str | None = Field(None, description="when the patient last changed it; null if never")
 
 
 class FlowView(BaseModel):

@@ -385,6 +385,19 @@ class FlowService:
         )
         return consent
 
+    def read_consent(self, principal: Principal) -> Consent:
+        """The patient's current ``reasoning.read`` choice (opted out until they opt in).
+
+        Not audited and not rate-limited, as ``GET /api/me`` is not: it shows the caller only their own
+        setting, which every change to it already records.
+        """
+        if not principal.patient_id:
+            raise Forbidden("only a patient's token can read reasoning.read consent")
+        item = self._consent_item(principal.patient_id)
+        if item is None:
+            return Consent(patient_id=principal.patient_id, reasoning_read=False)
+        return decoded(item, Consent.model_validate, f"consent of {principal.patient_id}", principal.patient_id)
+
     def decay_stale_flows(self) -> dict[str, int]:
         """Abort every flow active for more than 24 hours (reason ``timeout``); safe to re-run.
 
@@ -623,11 +636,16 @@ class FlowService:
             logger.warning("pathway family unavailable for the radar", exc_info=True)
             return NEUTRAL, NEUTRAL
 
-    def _consented(self, patient_id: str) -> bool:
+    def _consent_item(self, patient_id: str) -> dict[str, Any] | None:
         response = self._db.get_item(
             TableName=self._consents, Key={"patient_id": {"S": patient_id}}, ConsistentRead=True
         )
-        return bool(response.get("Item", {}).get("reasoning_read", {}).get("BOOL", False))
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def _consented(self, patient_id: str) -> bool:
+        item = self._consent_item(patient_id) or {}
+        return bool(item.get("reasoning_read", {}).get("BOOL", False))
 
     def _fresh_dimensions(self, flow: FlowView, steps: list[dict[str, Any]]) -> Dimensions:
         """For flows closed before snapshots existed: the radar computed now."""

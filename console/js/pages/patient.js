@@ -1,0 +1,242 @@
+// A patient's explanation of one reasoning flow (/console/patient/flows/{id}), in plain language: what it
+// was about, the steps, the result, the radar with the audience labels the API sends, and the disclaimer.
+// While the flow is still running (202) the page says so and checks again by itself; a refusal (403) is
+// said gently. The patient narrative route allows 30 reads per 5 minutes, so the re-checks slow down.
+
+import { ApiError, patientFetch } from "/console/js/api.js";
+import { h, replace, stylesheet } from "/console/js/dom.js";
+import { radarSvg } from "/console/js/radar.js";
+
+const PROFILE = "/console/patient";
+const AXIS_MAX = 7; // the API's radar axes score 0..7; radarSvg draws 0..100
+const MAX_CHECKS = 40; // about 17 minutes of re-checks, then the patient asks for the next one
+const LABEL_LINE = 12; // characters per line of a radar label, so long labels fit a phone
+
+/** Milliseconds before re-check ``n`` (0, 1, ...): 3 s, then 2 s more each time, never over 30 s. */
+export function recheckDelay(n) {
+  return Math.min(30_000, 3_000 + 2_000 * n);
+}
+
+export async function render(main, { id }) {
+  stylesheet("/console/css/patient.css");
+  document.title = "Your explanation · Flowledger";
+  const view = new ExplanationView(main, id);
+  await view.load();
+}
+
+class ExplanationView {
+  constructor(main, flowId) {
+    this.main = main;
+    this.flowId = flowId;
+    this.checks = 0;
+    this.timer = null;
+  }
+
+  async load() {
+    this.show(await this.fetch());
+  }
+
+  async fetch() {
+    try {
+      return await patientFetch(`/api/reasoning/flows/${encodeURIComponent(this.flowId)}`);
+    } catch (error) {
+      return { error };
+    }
+  }
+
+  show(result) {
+    if (result.error) {
+      this.showRefusal(result.error);
+    } else if (result.status === 202) {
+      this.showInProgress(result.body);
+    } else {
+      replace(this.main, ...narrative(result.body));
+    }
+  }
+
+  showInProgress(progress) {
+    const count = progress?.steps_so_far ?? 0;
+    const steps = count === 1 ? "1 step so far" : `${count} steps so far`;
+    const more = this.checks < MAX_CHECKS;
+    replace(
+      this.main,
+      h("h1", {}, "Your explanation"),
+      h(
+        "div",
+        { class: "banner info patient-progress", role: "status" },
+        h("h2", {}, "We're still working on this"),
+        h("p", {}, `The system is still taking steps (${steps}).`),
+        more
+          ? h("p", { class: "muted" }, "This page checks again by itself. You can leave it open.")
+          : h("p", {}, "This is taking longer than usual. ", h("button", { type: "button", onclick: () => this.recheckNow() }, "Check again")),
+      ),
+      backLink(),
+    );
+    if (more) this.schedule();
+  }
+
+  showRefusal(error) {
+    // A call that never reached the API (offline) is retried while we were waiting; otherwise say what happened.
+    if (!(error instanceof ApiError) && this.timer !== null) return this.schedule();
+    replace(this.main, h("h1", {}, "Your explanation"), refusal(error), backLink());
+  }
+
+  schedule() {
+    const delay = recheckDelay(this.checks);
+    this.checks += 1;
+    this.timer = window.setTimeout(() => this.recheck(), delay);
+  }
+
+  async recheck() {
+    const result = await this.fetch();
+    // Too many reads in a short while: keep the banner and wait for the next, slower check.
+    if (result.error instanceof ApiError && result.error.status === 429) return this.schedule();
+    this.show(result);
+  }
+
+  recheckNow() {
+    this.checks = 0;
+    this.recheck();
+  }
+}
+
+function narrative(story) {
+  return [
+    h("h1", {}, "Your explanation"),
+    h("section", { class: "panel", "aria-labelledby": "about" }, h("h2", { id: "about" }, "What this was about"), h("p", { class: "patient-trigger" }, story.trigger_summary)),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "steps" },
+      h("h2", { id: "steps" }, "How the system got there"),
+      story.steps.length
+        ? h("ol", { class: "patient-steps" }, story.steps.map(step))
+        : h("p", { class: "muted" }, "No steps were recorded."),
+    ),
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "result" },
+      h("h2", { id: "result" }, "The result"),
+      h("p", { class: "patient-outcome" }, story.outcome_summary || "No result was recorded."),
+    ),
+    story.radar?.length ? profile(story.radar) : null,
+    h("p", { class: "banner gentle patient-disclaimer" }, story.disclaimer),
+    backLink(),
+  ];
+}
+
+function step(one) {
+  return h(
+    "li",
+    { class: "patient-step" },
+    h("p", { class: "patient-agent" }, one.agent_label),
+    h("p", {}, one.summary),
+    h("time", { datetime: one.at, class: "muted" }, when(one.at)),
+  );
+}
+
+function when(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+/** The radar and the same facts as a list, both with the labels the API gives for patients. */
+function profile(axes) {
+  const described = axes.map((a) => `${a.label} ${a.bucket} (${a.score} of ${AXIS_MAX})`).join(", ");
+  const svg = radarSvg([{ name: "This decision", axes: axes.map((a) => ({ label: a.label, score: Math.round((a.score * 100) / AXIS_MAX), bucket: a.bucket })) }], {
+    size: 260,
+    title: "How this decision looks",
+  });
+  // radarSvg speaks in 0..100; say the API's own 0..7 scores instead, and wrap long labels for a phone.
+  svg.setAttribute("aria-label", `How this decision looks: ${described}`);
+  svg.querySelector(":scope > title").textContent = `How this decision looks: ${described}`;
+  svg.querySelectorAll("circle.radar-dot > title").forEach((title, i) => {
+    const a = axes[i];
+    title.textContent = `${a.label}: ${a.bucket} (${a.score} of ${AXIS_MAX})`;
+  });
+  svg.querySelectorAll("text.radar-label").forEach(wrapLabel);
+  svg.setAttribute("viewBox", "-50 -10 360 280"); // room for the labels beside the chart
+  svg.setAttribute("width", "360");
+  svg.setAttribute("height", "280");
+  return h(
+    "section",
+    { class: "panel", "aria-labelledby": "profile" },
+    h("h2", { id: "profile" }, "How this decision looks"),
+    h(
+      "div",
+      { class: "patient-radar" },
+      h("figure", {}, svg),
+      h(
+        "dl",
+        { class: "patient-axes" },
+        axes.map((a) => h("div", {}, h("dt", {}, a.label), h("dd", {}, `${a.bucket} (${a.score} of ${AXIS_MAX})`))),
+      ),
+    ),
+    h("p", { class: "muted" }, "Higher is stronger on every line but Caution flags, where higher means more reasons for care."),
+  );
+}
+
+function wrapLabel(text) {
+  const words = text.textContent.split(" ");
+  const lines = [];
+  for (const word of words) {
+    const last = lines.length - 1;
+    if (last >= 0 && `${lines[last]} ${word}`.length <= LABEL_LINE) lines[last] += ` ${word}`;
+    else lines.push(word);
+  }
+  if (lines.length < 2) return;
+  const x = text.getAttribute("x");
+  text.textContent = "";
+  lines.forEach((line, i) => {
+    const span = document.createElementNS("http://www.w3.org/2000/svg", "tspan");
+    span.setAttribute("x", x);
+    span.setAttribute("dy", i === 0 ? `${-0.6 * (lines.length - 1)}em` : "1.2em");
+    span.textContent = line;
+    text.append(span);
+  });
+}
+
+/** What a refused or failed read means for the patient, without the API's internals. */
+function refusal(error) {
+  const code = error instanceof ApiError ? error.code : null;
+  const status = error instanceof ApiError ? error.status : null;
+  if (code === "consent_required") {
+    return gentle(
+      "Explanations are turned off",
+      "You have not turned on explanations of your care yet.",
+      h("a", { href: PROFILE }, "Turn on explanations on your profile page"),
+    );
+  }
+  if (code === "ask_care_team") {
+    return gentle("Please ask your care team", "This explanation can only be shared with you by your care team. They can walk you through it.");
+  }
+  if (status === 403) {
+    return gentle(
+      "Please ask your care team",
+      "This explanation is not available to you here. If you think it should be, your care team can help.",
+    );
+  }
+  if (status === 404 || status === 422) {
+    return gentle("We could not find this explanation", "Please check the link, or ask your care team for it.");
+  }
+  if (status === 401) {
+    return gentle("Please sign in again", "Your sign-in has ended.", h("a", { href: PROFILE }, "Go to your profile page"));
+  }
+  if (status === 429) {
+    return gentle("Please try again in a few minutes", "Explanations were opened many times in a short while.");
+  }
+  const detail = status ? `The service answered with an error (HTTP ${status}).` : "The service could not be reached.";
+  return h(
+    "div",
+    { class: "banner gentle", role: "alert" },
+    h("h2", {}, "Something went wrong"),
+    h("p", {}, `We could not load this explanation. ${detail} Please try again later.`),
+  );
+}
+
+function gentle(title, text, ...more) {
+  return h("div", { class: "banner gentle patient-refusal", role: "status" }, h("h2", {}, title), h("p", {}, text), more.length ? h("p", {}, ...more) : null);
+}
+
+function backLink() {
+  return h("p", {}, h("a", { href: PROFILE }, "Back to my explanations"));
+}

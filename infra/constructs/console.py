@@ -1,0 +1,347 @@
+"""The web console in AWS: its files in S3 behind CloudFront, and the Cognito pools its people sign in to.
+
+Built in two steps, because the API and the console each need the other: the API's CORS must allow
+the distribution's origin, and the console's CSP and ``config.json`` must name the API. The stack
+makes the ``Console`` first (bucket, distribution, user pool) and takes ``origin`` for the API's
+CORS, then calls ``serve(api)``, which adds what depends on the API (the identity pool, the operator
+role, the deployed files). No CloudFormation cycle: the CSP names the API by its RestApi id only,
+never by its stage (whose deployment depends on every method, and so on the CORS origin).
+
+People: operators and patients sign in to one user pool (one sign-in form, one set of endpoints);
+membership of the ``operators`` group is what the identity pool maps to the role that may call
+``/admin/v1``. Anyone else gets no AWS credentials at all (no default role, ambiguity denied).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import Acknowledgment, Aws, CfnOutput, Duration, IStableStringProducer, Lazy, Stack, Validations
+from aws_cdk import aws_cloudfront as cloudfront
+from aws_cdk import aws_cloudfront_origins as origins
+from aws_cdk import aws_cognito as cognito
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from constructs import Construct
+
+from flowledger.local.console import SECURITY_HEADERS
+from infra.constructs.api import STAGE, Api
+from infra.constructs.functions import LOG_RETENTION
+from infra.constructs.stage import StagePolicy
+
+CONSOLE_ROOT = Path(__file__).resolve().parents[2] / "console"
+KEY_PREFIX = "console/"
+OPERATORS_GROUP = "operators"
+ADMIN_PATHS = "/admin/v1/*"
+LOCAL_CONNECT_SRC = "connect-src 'self'"
+# A viewer-request function: an address under /console/ that is no file (its last segment has no
+# extension) gets the page shell, as the dev server does; the bare host goes to the console.
+SHELL_REWRITE = """function handler(event) {
+  var request = event.request;
+  var uri = request.uri;
+  if (uri === "/" || uri === "") {
+    return { statusCode: 302, statusDescription: "Found", headers: { location: { value: "/console/" } } };
+  }
+  if (uri === "/console" || uri.indexOf("/console/") === 0) {
+    var last = uri.substring(uri.lastIndexOf("/") + 1);
+    if (last.indexOf(".") === -1) {
+      request.uri = "/console/index.html";
+    }
+  }
+  return request;
+}
+"""
+
+
+@jsii.implements(IStableStringProducer)
+class _Later:
+    """A string known only once ``serve(api)`` has run (the CSP names the API made after the console)."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def produce(self) -> str:
+        return self._console.content_security_policy()
+
+
+class Console(Construct):
+    """The console's bucket, distribution and user pool; ``serve(api)`` adds the parts that name the API."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, prefix: str, stage: StagePolicy, log_bucket: s3.IBucket | None
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._prefix = prefix
+        self._stage = stage
+        self._api_origin: str | None = None
+        self.idp_endpoint = f"https://cognito-idp.{Aws.REGION}.{Aws.URL_SUFFIX}/"
+        self.identity_endpoint = f"https://cognito-identity.{Aws.REGION}.{Aws.URL_SUFFIX}/"
+        self.bucket = s3.Bucket(
+            self,
+            "Site",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            versioned=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=log_bucket,
+            server_access_logs_prefix="console-site/" if log_bucket else None,
+            removal_policy=stage.removal,
+            auto_delete_objects=stage.auto_delete_objects,
+        )
+        self.distribution = self._distribution(log_bucket)
+        self.origin = f"https://{self.distribution.distribution_domain_name}"
+        self._users()
+
+    def _distribution(self, log_bucket: s3.IBucket | None) -> cloudfront.Distribution:
+        headers = cloudfront.ResponseHeadersPolicy(
+            self,
+            "Headers",
+            comment="The console's CSP (as the dev server's, plus the API and Cognito) and security headers",
+            security_headers_behavior=cloudfront.ResponseSecurityHeadersBehavior(
+                content_security_policy=cloudfront.ResponseHeadersContentSecurityPolicy(
+                    content_security_policy=Lazy.string(_Later(self)), override=True
+                ),
+                content_type_options=cloudfront.ResponseHeadersContentTypeOptions(override=True),
+                frame_options=cloudfront.ResponseHeadersFrameOptions(
+                    frame_option=cloudfront.HeadersFrameOption.DENY, override=True
+                ),
+                referrer_policy=cloudfront.ResponseHeadersReferrerPolicy(
+                    referrer_policy=cloudfront.HeadersReferrerPolicy.NO_REFERRER, override=True
+                ),
+                strict_transport_security=cloudfront.ResponseHeadersStrictTransportSecurity(
+                    access_control_max_age=Duration.days(730), include_subdomains=True, override=True
+                ),
+            ),
+            # As locally: the browser revalidates, so a deployment shows at the next load.
+            custom_headers_behavior=cloudfront.ResponseCustomHeadersBehavior(
+                custom_headers=[
+                    cloudfront.ResponseCustomHeader(header="Cache-Control", value="no-cache", override=False)
+                ]
+            ),
+        )
+        shell = cloudfront.Function(
+            self,
+            "ShellRewrite",
+            code=cloudfront.FunctionCode.from_inline(SHELL_REWRITE),
+            runtime=cloudfront.FunctionRuntime.JS_2_0,
+            comment="Console addresses that are no file get the page shell",
+        )
+        distribution = cloudfront.Distribution(
+            self,
+            "Distribution",
+            comment=f"{self._prefix} console",
+            default_behavior=cloudfront.BehaviorOptions(
+                origin=origins.S3BucketOrigin.with_origin_access_control(self.bucket),
+                viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
+                allowed_methods=cloudfront.AllowedMethods.ALLOW_GET_HEAD,
+                compress=True,
+                cache_policy=cloudfront.CachePolicy.CACHING_OPTIMIZED,
+                response_headers_policy=headers,
+                function_associations=[
+                    cloudfront.FunctionAssociation(function=shell, event_type=cloudfront.FunctionEventType.VIEWER_REQUEST)
+                ],
+            ),
+            minimum_protocol_version=cloudfront.SecurityPolicyProtocol.TLS_V1_2_2021,
+            http_version=cloudfront.HttpVersion.HTTP2_AND_3,
+            enable_logging=log_bucket is not None,
+            log_bucket=log_bucket,
+            log_file_prefix="console-cdn/" if log_bucket else None,
+        )
+        Validations.of(distribution).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-CFR1", reason="The console serves static files only; who may act is the API's concern."
+            ),
+            Acknowledgment(
+                id="AwsSolutions-CFR2", reason="WAF is attached per environment by the operator, as for the API."
+            ),
+            Acknowledgment(
+                id="AwsSolutions-CFR4",
+                reason="The distribution's default *.cloudfront.net certificate; TLS 1.2 is the minimum once a "
+                "custom domain and certificate are attached.",
+            ),
+        )
+        if log_bucket is None:
+            Validations.of(distribution).acknowledge(
+                Acknowledgment(id="AwsSolutions-CFR3", reason="The stack has no log bucket to write to.")
+            )
+            Validations.of(self.bucket).acknowledge(
+                Acknowledgment(id="AwsSolutions-S1", reason="The stack has no log bucket to write to.")
+            )
+        CfnOutput(Stack.of(self), "ConsoleUrl", value=f"{self.origin_text()}/console/")
+        return distribution
+
+    def origin_text(self) -> str:
+        """The console's origin (https://d....cloudfront.net) as a deploy-time string."""
+        return f"https://{self.distribution.distribution_domain_name}" if hasattr(self, "distribution") else ""
+
+    def _users(self) -> None:
+        self.user_pool = cognito.UserPool(
+            self,
+            "Users",
+            user_pool_name=f"{self._prefix}-console",
+            self_sign_up_enabled=False,  # operators and patients are invited, never self-registered
+            sign_in_aliases=cognito.SignInAliases(username=True, email=True),
+            password_policy=cognito.PasswordPolicy(
+                min_length=12,
+                require_lowercase=True,
+                require_uppercase=True,
+                require_digits=True,
+                require_symbols=True,
+                temp_password_validity=Duration.days(3),
+            ),
+            mfa=cognito.Mfa.OPTIONAL,
+            mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
+            account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
+            feature_plan=cognito.FeaturePlan.PLUS,
+            standard_threat_protection_mode=cognito.StandardThreatProtectionMode.FULL_FUNCTION,
+            removal_policy=self._stage.removal,
+            deletion_protection=not self._stage.is_trial,
+        )
+        Validations.of(self.user_pool).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-COG2",
+                reason="MFA is optional (TOTP): the console's sign-in answers the TOTP challenge but cannot yet "
+                "enrol a device, and threat protection (full function) asks risky sign-ins for more.",
+            )
+        )
+        # The browser holds no secret: USER_PASSWORD_AUTH over TLS, refresh tokens for renewal, no OAuth.
+        self.client = self.user_pool.add_client(
+            "ConsoleClient",
+            user_pool_client_name=f"{self._prefix}-console",
+            generate_secret=False,
+            auth_flows=cognito.AuthFlow(user_password=True),
+            disable_o_auth=True,
+            prevent_user_existence_errors=True,
+            enable_token_revocation=True,
+            id_token_validity=Duration.hours(1),
+            access_token_validity=Duration.hours(1),
+            refresh_token_validity=Duration.hours(12),
+        )
+        cognito.CfnUserPoolGroup(
+            self,
+            "OperatorsGroup",
+            user_pool_id=self.user_pool.user_pool_id,
+            group_name=OPERATORS_GROUP,
+            description="May call the /admin/v1 routes through the console's identity pool",
+        )
+
+    def content_security_policy(self) -> str:
+        """The dev server's CSP, with ``connect-src`` widened to the API's origin and Cognito's endpoints."""
+        if self._api_origin is None:
+            raise ValueError("Console.serve(api) was never called: the console's CSP cannot name the API")
+        local = SECURITY_HEADERS["content-security-policy"]
+        if LOCAL_CONNECT_SRC not in local:
+            raise ValueError(f"the dev server's CSP lost {LOCAL_CONNECT_SRC!r}; keep the two in step")
+        endpoints = " ".join(e.rstrip("/") for e in (self._api_origin, self.idp_endpoint, self.identity_endpoint))
+        return local.replace(LOCAL_CONNECT_SRC, f"{LOCAL_CONNECT_SRC} {endpoints}")
+
+    def serve(self, api: Api) -> None:
+        """Add what names the API: the identity pool and operator role, and the deployed files."""
+        rest_api = api.rest_api
+        self._api_origin = f"https://{rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
+        self.identity_pool = cognito.CfnIdentityPool(
+            self,
+            "Operators",
+            identity_pool_name=f"{self._prefix.replace('-', '_')}_console",
+            allow_unauthenticated_identities=False,
+            allow_classic_flow=False,
+            cognito_identity_providers=[
+                cognito.CfnIdentityPool.CognitoIdentityProviderProperty(
+                    client_id=self.client.user_pool_client_id,
+                    provider_name=self.user_pool.user_pool_provider_name,
+                    server_side_token_check=True,  # a signed-out (revoked) token gets no credentials
+                )
+            ],
+        )
+        self.operator_role = iam.Role(
+            self,
+            "OperatorRole",
+            description="Console operators (Cognito group operators): the /admin/v1 routes and nothing else",
+            max_session_duration=Duration.hours(1),
+            assumed_by=iam.FederatedPrincipal(
+                "cognito-identity.amazonaws.com",
+                conditions={
+                    "StringEquals": {"cognito-identity.amazonaws.com:aud": self.identity_pool.ref},
+                    "ForAnyValue:StringLike": {"cognito-identity.amazonaws.com:amr": "authenticated"},
+                },
+                assume_role_action="sts:AssumeRoleWithWebIdentity",
+            ),
+        )
+        admin_routes = rest_api.arn_for_execute_api("*", ADMIN_PATHS, STAGE)
+        self.operator_role.add_to_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[admin_routes]))
+        api_id = Stack.of(self).get_logical_id(rest_api.node.default_child)  # type: ignore[arg-type]
+        Validations.of(self.operator_role).acknowledge(
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+                f"<{api_id}>/{STAGE}/*{ADMIN_PATHS}]",
+                reason="Every method of this API's /admin/v1 routes on its one stage, and no other route.",
+            )
+        )
+        provider = f"{self.user_pool.user_pool_provider_name}:{self.client.user_pool_client_id}"
+        cognito.CfnIdentityPoolRoleAttachment(
+            self,
+            "RoleMapping",
+            identity_pool_id=self.identity_pool.ref,
+            roles={},  # no default role: only the mapped group gets credentials
+            role_mappings={
+                "console": cognito.CfnIdentityPoolRoleAttachment.RoleMappingProperty(
+                    type="Rules",
+                    identity_provider=provider,
+                    ambiguous_role_resolution="Deny",
+                    rules_configuration=cognito.CfnIdentityPoolRoleAttachment.RulesConfigurationTypeProperty(
+                        rules=[
+                            cognito.CfnIdentityPoolRoleAttachment.MappingRuleProperty(
+                                claim="cognito:groups",
+                                match_type="Contains",
+                                value=OPERATORS_GROUP,
+                                role_arn=self.operator_role.role_arn,
+                            )
+                        ]
+                    ),
+                )
+            },
+        )
+        self._deploy(rest_api.url)
+
+    def site_config(self, api_base: str) -> dict[str, Any]:
+        """``/console/config.json`` in AWS: where the API is and which pools to sign in to."""
+        return {
+            "mode": "cognito",
+            "api_base": api_base,
+            "region": Aws.REGION,
+            "cognito": {
+                "user_pool_id": self.user_pool.user_pool_id,
+                "client_id": self.client.user_pool_client_id,
+                "identity_pool_id": self.identity_pool.ref,
+                "idp_endpoint": self.idp_endpoint,
+                "identity_endpoint": self.identity_endpoint,
+            },
+        }
+
+    def _deploy(self, api_base: str) -> None:
+        log_group = logs.LogGroup(self, "DeployLogs", retention=LOG_RETENTION, removal_policy=self._stage.removal)
+        deployment = s3deploy.BucketDeployment(
+            self,
+            "Files",
+            sources=[
+                s3deploy.Source.asset(str(CONSOLE_ROOT), exclude=["*.map"]),
+                s3deploy.Source.json_data("config.json", self.site_config(api_base)),
+            ],
+            destination_bucket=self.bucket,
+            destination_key_prefix=KEY_PREFIX,
+            distribution=self.distribution,
+            distribution_paths=[f"/{KEY_PREFIX}*"],
+            memory_limit=256,
+            log_group=log_group,
+        )
+        reason = "CDK's BucketDeployment handler: copies the console's asset into this bucket and invalidates it."
+        Validations.of(deployment).acknowledge(
+            Acknowledgment(id="AwsSolutions-IAM4", reason=reason),
+            Acknowledgment(id="AwsSolutions-IAM5", reason=reason),
+            Acknowledgment(id="AwsSolutions-L1", reason=reason + " Its runtime is CDK's choice."),
+        )
