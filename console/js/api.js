@@ -5,6 +5,7 @@
 import { AwsClient } from "/console/vendor/aws4fetch-1.0.20/aws4fetch.esm.js";
 
 const PATIENT_TOKEN_KEY = "flowledger.patientToken";
+const USER_TOKEN_KEY = "flowledger.userToken";
 let configPromise = null;
 let operatorClient = null;
 
@@ -106,6 +107,42 @@ export async function patientFetch(path, { method = "GET", query, body } = {}) {
   const cfg = await config();
   const headers = { authorization: `Bearer ${await patientToken()}` };
   const init = { method, headers };
+  if (body !== undefined) {
+    headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  return read(await fetch(url(cfg, path, query), init));
+}
+
+/** The chat user's bearer token: one pasted in this tab, else the configured one (the local dev user). */
+export async function userToken() {
+  const stored = sessionStorage.getItem(USER_TOKEN_KEY);
+  if (stored) return stored;
+  const cfg = await config();
+  if (cfg.user_token) return cfg.user_token;
+  if (cfg.mode === "cognito") {
+    const { patientIdToken } = await import("/console/js/cognito.js");
+    return patientIdToken(cfg); // one user pool: a signed-in user's token carries their scopes
+  }
+  throw new ApiError(401, "unauthenticated", "sign in to chat");
+}
+
+/** Use ``token`` for chat and document calls in this tab (empty: back to the configured one). */
+export function setUserToken(token) {
+  if (token) sessionStorage.setItem(USER_TOKEN_KEY, token);
+  else sessionStorage.removeItem(USER_TOKEN_KEY);
+}
+
+/** The full URL of an API ``path`` with ``query`` (for streamed calls made with fetch directly). */
+export async function apiUrl(path, query) {
+  return url(await config(), path, query);
+}
+
+/** A chat-user call (``/api/chat``, ``/api/documents``, ...) with the bearer token: ``{status, body}``. */
+export async function userFetch(path, { method = "GET", query, body, signal } = {}) {
+  const cfg = await config();
+  const headers = { authorization: `Bearer ${await userToken()}` };
+  const init = { method, headers, signal };
   if (body !== undefined) {
     headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);

@@ -9,6 +9,7 @@ const ROUTES = [
   [/^\/console\/flows\/([^/]+)$/, "flow", "flows"],
   [/^\/console\/research\/?$/, "research", "research"],
   [/^\/console\/pathways\/?$/, "pathways", "pathways"],
+  [/^\/console\/chat\/?$/, "chat", "chat"],
   [/^\/console\/patient\/?$/, "profile", "patient"],
   [/^\/console\/patient\/flows\/([^/]+)$/, "patient", "patient"],
 ];

@@ -31,6 +31,10 @@ def test_every_page_address_gets_the_shell_with_strict_headers(server: Any, path
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
+def test_the_banner_says_where_the_console_is(server: Any) -> None:
+    assert f"console          {server.base_url}/console/" in server.output()
+
+
 def test_the_bare_prefix_redirects_and_a_missing_file_is_a_404(server: Any) -> None:
     moved = get(server, "/console")
     assert moved.status_code == 308 and moved.headers["location"] == "/console/"
@@ -68,12 +72,19 @@ def test_a_loopback_page_gets_the_admin_credentials_and_a_demo_patient_token(ser
         timeout=30,
     )
     assert narrative.status_code in (403, 404), narrative.text
+    user = jwt.decode(config["user_token"], options={"verify_signature": False})
+    assert user["sub"] == "dev-user" and user["scope"] == "chat documents" and "patient_id" not in user
+    sessions = httpx.get(
+        f"{server.base_url}/api/workspaces", headers={"authorization": f"Bearer {config['user_token']}"}, timeout=30
+    )
+    assert sessions.status_code == 200, sessions.text
 
 
 def test_a_page_of_another_name_gets_no_credentials(server: Any) -> None:
     # A site that rebinds its DNS name to 127.0.0.1 asks with its own Host header.
     config = get(server, "/console/config.json", host=f"rebound.example:{server.port}").json()
     assert config == {"mode": "local", "api_base": "", "region": server.data_dir.admin_credentials().region}
+    assert "user_token" not in config and "patient_token" not in config
     assert get(server, "/console/config.json", host=f"localhost:{server.port}").json().get("operator")
 
 

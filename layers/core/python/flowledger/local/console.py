@@ -2,9 +2,9 @@
 
 In AWS the same files sit in S3 behind CloudFront, with a ``config.json`` that names the Cognito pools.
 Locally ``config.json`` is made per request: it hands a page opened on loopback the local admin
-credentials (for SigV4 in the browser) and a demo patient's token. Both are refused to a page opened
-from another host, or through a name other than a loopback one: a page of another site that rebinds
-its DNS name to 127.0.0.1 asks with its own ``Host``, and gets neither.
+credentials (for SigV4 in the browser), a demo patient's token and the dev user's chat token. None
+of them goes to a page opened from another host, or through a name other than a loopback one: a page
+of another site that rebinds its DNS name to 127.0.0.1 asks with its own ``Host``, and gets none.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ PREFIX = "/console"
 # The console is a static site beside the Lambda code, not part of any layer (see infra/constructs/console.py).
 CONSOLE_DIR = Path(os.environ.get("FLOWLEDGER_CONSOLE_DIR") or Path(__file__).resolve().parents[5] / "console")
 DEMO_PATIENT = "patient-demo"
+DEV_USER = "dev-user"  # the chat page's user: the same subject as the printed development token
 PATIENT_TOKEN_TTL_SECONDS = 3600
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 # The console loads nothing from elsewhere and is framed by nothing; the API is this same origin.
@@ -71,6 +72,15 @@ def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any
             sub=DEMO_PATIENT,
             scopes=["reasoning.read"],
             patient_id=DEMO_PATIENT,
+            ttl_seconds=PATIENT_TOKEN_TTL_SECONDS,
+        )
+        config["user_token"] = mint_token(
+            private_key_pem=directory.private_key_pem(),
+            kid=directory.key_id(),
+            issuer=LOCAL_ISSUER,
+            audience=LOCAL_AUDIENCE,
+            sub=DEV_USER,
+            scopes=["chat", "documents"],
             ttl_seconds=PATIENT_TOKEN_TTL_SECONDS,
         )
     return config

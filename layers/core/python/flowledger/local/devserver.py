@@ -339,6 +339,7 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
     lines = [
         f"flowledger {__version__} serving on {stack.endpoints.base_url}",
         f"  docs             {stack.endpoints.base_url}/docs  (OpenAPI: /openapi.json)",
+        f"  console          {stack.endpoints.base_url}/console/  (on loopback: as the local admin and a demo patient)",
         f"  embedded AWS     {stack.endpoints.aws_endpoint_url}  (tables and buckets in {directory.path}/local.json)",
         f"  state            {state}",
         f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
