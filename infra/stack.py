@@ -11,6 +11,7 @@ from constructs import Construct
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from infra.constructs.api import Api, Throttle, cors_origins_from
 from infra.constructs.chat import Chat
+from infra.constructs.console import Console
 from infra.constructs.continuity import ContinuitySwitches
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
 from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
@@ -62,7 +63,7 @@ class StackSettings:
     jwt_audience: str
     dependencies_folder: Path
     lwa_layer_version: int
-    cors_origins: str = ""  # comma-separated browser origins (the console's); none: no CORS
+    cors_origins: str = ""  # comma-separated browser origins; none: the console's own distribution
 
 
 class FlowledgerStack(Stack):
@@ -73,6 +74,11 @@ class FlowledgerStack(Stack):
         stage = StagePolicy.from_context(self.node)
         data = Data(self, "Data", prefix=settings.prefix, stage=stage)
         layers = Layers(self, "Layers", dependencies_folder=settings.dependencies_folder)
+        # Made before the API, whose CORS allows the console's origin; `console.serve(api)` finishes it.
+        console = Console(
+            self, "Console", prefix=settings.prefix, stage=stage, log_bucket=data.access_logs, log_key=data.key
+        )
+        cors_origins = cors_origins_from(settings.cors_origins) or [console.origin]
         defaults = FunctionDefaults(
             layers=layers.all,
             environment={
@@ -81,7 +87,7 @@ class FlowledgerStack(Stack):
                 "FLOWLEDGER_KMS_KEY_ID": data.key.key_arn,
                 "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
-                "FLOWLEDGER_CORS_ORIGINS": settings.cors_origins,
+                "FLOWLEDGER_CORS_ORIGINS": ",".join(cors_origins),
             },
             log_key=data.key,
             log_removal=stage.removal,
@@ -96,7 +102,7 @@ class FlowledgerStack(Stack):
             jwks_url=settings.jwks_url,
             jwt_issuer=settings.jwt_issuer,
             jwt_audience=settings.jwt_audience,
-            cors_origins=cors_origins_from(settings.cors_origins),
+            cors_origins=cors_origins,
             throttle=Throttle.from_context(self.node),
         )
         self.capability_functions = {}
@@ -112,6 +118,7 @@ class FlowledgerStack(Stack):
             api.add_routes(route_table(*routers), function)
             data.grant(function, CAPABILITY_ACCESS[name])
             self.capability_functions[name] = function
+        console.serve(api)
         chat = Chat(self, "Chat", defaults=defaults, api=api, lwa_layer_version=settings.lwa_layer_version)
         data.grant(chat.function, CHAT_ACCESS)
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
@@ -145,6 +152,7 @@ class FlowledgerStack(Stack):
                     **self.capability_functions,
                     "chat": chat.function,
                     "jobs": jobs.function,
+                    "console-deploy": console.deploy_function,
                 },
                 rest_api=api.rest_api,
                 tables=data.tables,

@@ -92,10 +92,12 @@ def functions_of(assembly: Path) -> Iterator[Function]:
         layers = {
             logical_id: Layer(logical_id, folders[_code_key(r["Properties"]["Content"])])
             for logical_id, r in resources.items()
-            if r["Type"] == "AWS::Lambda::LayerVersion"
+            # CDK's awscli layer (the console's BucketDeployment) is a prebuilt zip, not a folder of ours.
+            if r["Type"] == "AWS::Lambda::LayerVersion" and _code_key(r["Properties"]["Content"]) in folders
         }
         for logical_id, resource in resources.items():
-            if resource["Type"] != "AWS::Lambda::Function":
+            # CDK's own BucketDeployment handler runs on CDK's runtime with the runtime's boto3.
+            if resource["Type"] != "AWS::Lambda::Function" or logical_id.startswith("CustomCDKBucketDeployment"):
                 continue
             props = resource["Properties"]
             variables = props.get("Environment", {}).get("Variables", {})

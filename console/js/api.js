@@ -29,7 +29,9 @@ export function config() {
 }
 
 function url(cfg, path, query) {
-  const target = new URL(path, cfg.api_base || window.location.origin);
+  // Appended, not resolved: an API base such as https://id.execute-api.../v1 keeps its stage path.
+  const base = cfg.api_base ? cfg.api_base.replace(/\/+$/, "") : window.location.origin;
+  const target = new URL(base + path);
   // RFC 3986 encoding (a space is %20, never "+"): the form SigV4 canonicalises, whatever the verifier.
   const pairs = Object.entries(query || {})
     .filter(([, value]) => value !== undefined && value !== null && value !== "")
@@ -53,17 +55,19 @@ async function read(response) {
 }
 
 async function signer(cfg) {
-  if (operatorClient) return operatorClient;
   let credentials;
   if (cfg.operator) {
     credentials = { accessKeyId: cfg.operator.access_key_id, secretAccessKey: cfg.operator.secret_access_key };
   } else if (cfg.mode === "cognito") {
+    // Asked on every call: cognito.js keeps them in sessionStorage and renews them before they expire.
     const { operatorCredentials } = await import("/console/js/cognito.js");
     credentials = await operatorCredentials(cfg);
   } else {
     throw new ApiError(403, "forbidden", "operator pages need operator credentials (open the console on loopback)");
   }
-  operatorClient = new AwsClient({ ...credentials, service: "execute-api", region: cfg.region });
+  if (operatorClient?.accessKeyId !== credentials.accessKeyId) {
+    operatorClient = new AwsClient({ ...credentials, service: "execute-api", region: cfg.region });
+  }
   return operatorClient;
 }
 

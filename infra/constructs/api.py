@@ -192,8 +192,8 @@ class Api(Construct):
             ),
             Acknowledgment(
                 id="AwsSolutions-COG4",
-                reason="Client routes use a JWT Lambda authorizer for an external OIDC issuer; admin "
-                "routes use IAM. Cognito is not the identity provider.",
+                reason="Client routes use a JWT Lambda authorizer (an external OIDC issuer; the console's "
+                "Cognito pool signs operators in for IAM credentials); admin routes use IAM.",
             ),
         )
 

@@ -29,3 +29,17 @@ def app_with(context: dict[str, Any]) -> App:
 def resources_with(context: dict[str, Any]) -> dict[str, Any]:
     """The Flowledger stack's resources with ``context``; the synth runs cdk-nag and raises on a finding."""
     return dict(app_with(context).synth().get_stack_by_name("Flowledger").template["Resources"])
+
+
+# CDK's own BucketDeployment handler (it copies the console's files to S3) runs on CDK's runtime with the
+# runtime's boto3; every other function is ours.
+CDK_DEPLOYMENT_HANDLER = "CustomCDKBucketDeployment"
+
+
+def own_functions(resources: dict[str, Any]) -> dict[str, Any]:
+    """The template's Lambda functions that run Flowledger's code (not CDK's deployment handler)."""
+    return {
+        key: value
+        for key, value in resources.items()
+        if value["Type"] == "AWS::Lambda::Function" and not key.startswith(CDK_DEPLOYMENT_HANDLER)
+    }

@@ -26,6 +26,7 @@ from infra.deps_layer import (
     pip_install_argv,
     read_lock,
 )
+from tests.infra.synth import own_functions
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / "scripts" / "check_assembly.py"
@@ -66,7 +67,7 @@ NEVER_RUN = {
 
 def test_tests_run_on_the_deployed_interpreter(resources: dict[str, Any]) -> None:
     assert f"{sys.version_info.major}.{sys.version_info.minor}" == LAMBDA_PYTHON
-    runtimes = {r["Properties"]["Runtime"] for r in resources.values() if r["Type"] == "AWS::Lambda::Function"}
+    runtimes = {r["Properties"]["Runtime"] for r in own_functions(resources).values()}
     assert runtimes == {f"python{LAMBDA_PYTHON}"}
 
 

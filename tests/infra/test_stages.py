@@ -66,7 +66,7 @@ def test_dev_empties_every_bucket_before_deleting_it(dev: dict[str, Any]) -> Non
         for r in dev.values()
         if r["Type"] in ("Custom::S3AutoDeleteObjects", RESOURCE_TYPE)  # CDK's, and ours for the locked one
     ]
-    assert sorted(emptied) == sorted(buckets) and len(buckets) == len(BUCKETS) + 1  # and the access-log bucket
+    assert sorted(emptied) == sorted(buckets) and len(buckets) == len(BUCKETS) + 2  # the access-log and console buckets
 
 
 def test_dev_keys_are_deleted_after_the_shortest_pending_window(dev: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from flowledger.jobs import JOBS
 from flowledger.store.envelope import FieldRef
 from flowledger.store.tables import TABLES, physical_table_name
 from infra.constructs.data import FLOW_CONTEXT_KEY
+from tests.infra.synth import own_functions
 
 AUTH_TYPE = {Access.JWT: "CUSTOM", Access.IAM: "AWS_IAM", Access.PUBLIC: "NONE"}
 
@@ -60,7 +61,7 @@ def test_checkpoint_bucket_locks_objects_in_compliance_mode(template: Template) 
 
 
 def test_every_function_has_its_own_role_tracing_and_a_retained_log_group(resources: dict[str, Any]) -> None:
-    functions = of_type(resources, "AWS::Lambda::Function")
+    functions = own_functions(resources)
     roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()]
     assert len(roles) == len(set(roles)) == len(functions) >= 3
     for function in functions.values():
