@@ -23,6 +23,7 @@ BENCHMARKS = [
     "continuity.py",
     "recorder.py",
     "flow_export.py",
+    "console.py",
 ]
 
 

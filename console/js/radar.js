@@ -4,55 +4,77 @@
 import { s } from "/console/js/dom.js";
 
 const TAU = Math.PI * 2;
+const LABEL_LINE = 12; // characters per label line before a label wraps (a phone's narrow chart)
+const LABEL_SIDE = 20; // room left and right of a labelled chart for labels that reach past it
 
-function point(center, radius, index, count, score) {
+function point(center, radius, index, count, score, max) {
   const angle = -Math.PI / 2 + (TAU * index) / count;
-  const r = (radius * Math.max(0, Math.min(100, score))) / 100;
+  const r = (radius * Math.max(0, Math.min(max, score))) / max;
   return [center + r * Math.cos(angle), center + r * Math.sin(angle)];
 }
 
+function lines(label) {
+  const out = [];
+  for (const word of label.split(" ")) {
+    const last = out.length - 1;
+    if (last >= 0 && `${out[last]} ${word}`.length <= LABEL_LINE) out[last] += ` ${word}`;
+    else out.push(word);
+  }
+  return out;
+}
+
+function label(x, y, anchor, text) {
+  const parts = lines(text);
+  const node = s("text", { x, y, "text-anchor": anchor, "dominant-baseline": "middle", class: "radar-label" });
+  parts.forEach((line, i) => node.append(s("tspan", { x, dy: i === 0 ? `${-0.6 * (parts.length - 1)}em` : "1.2em" }, line)));
+  return node;
+}
+
 /**
- * ``series``: [{name, axes: [{label, score (0..100), bucket}]}] with the same labels in the same order.
- * Returns an <svg role="img"> of ``size`` px; ``compact`` draws no axis labels (for lists).
+ * ``series``: [{name, axes: [{label, score (0..max), bucket}]}] with the same labels in the same order;
+ * ``max`` is the scale's top (the API's decision dimensions score 0..7). Returns an <svg role="img"> of
+ * ``size`` px; ``compact`` draws no axis labels (for lists).
  */
-export function radarSvg(series, { size = 220, compact = false, title = "Radar" } = {}) {
+export function radarSvg(series, { size = 220, compact = false, title = "Radar", max = 7 } = {}) {
   const axes = series[0]?.axes || [];
-  const pad = compact ? 6 : 64;
+  const pad = compact ? 6 : 56;
+  const side = compact ? 0 : LABEL_SIDE;
   const center = size / 2;
   const radius = center - pad;
-  const described = series
-    .map((one) => `${one.name}: ${one.axes.map((a) => `${a.label} ${a.score}${a.bucket ? ` (${a.bucket})` : ""}`).join(", ")}`)
-    .join("; ");
+  const scoreText = (a) => `${a.bucket ? `${a.bucket} ` : ""}(${a.score} of ${max})`;
+  const described = series.map((one) => `${one.name}: ${one.axes.map((a) => `${a.label} ${scoreText(a)}`).join(", ")}`).join("; ");
   const svg = s("svg", {
-    viewBox: `0 0 ${size} ${size}`,
-    width: size,
+    viewBox: `${-side} 0 ${size + 2 * side} ${size}`,
+    width: size + 2 * side,
     height: size,
     role: "img",
     "aria-label": `${title}. ${described}`,
     class: compact ? "radar compact" : "radar",
   });
   svg.append(s("title", {}, `${title}. ${described}`));
-  for (const ring of [25, 50, 75, 100]) {
-    const ringPoints = axes.map((_, i) => point(center, radius, i, axes.length, ring).join(",")).join(" ");
+  for (const ring of [0.25, 0.5, 0.75, 1]) {
+    const ringPoints = axes.map((_, i) => point(center, radius, i, axes.length, ring * max, max).join(",")).join(" ");
     svg.append(s("polygon", { points: ringPoints, class: "radar-ring" }));
   }
   axes.forEach((axis, i) => {
-    const [x, y] = point(center, radius, i, axes.length, 100);
+    const [x, y] = point(center, radius, i, axes.length, max, max);
     svg.append(s("line", { x1: center, y1: center, x2: x, y2: y, class: "radar-spoke" }));
     if (!compact) {
-      const [lx, ly] = point(center, radius + 14, i, axes.length, 100);
+      const [lx, ly] = point(center, radius + 14, i, axes.length, max, max);
       const anchor = Math.abs(lx - center) < 4 ? "middle" : lx > center ? "start" : "end";
-      svg.append(s("text", { x: lx, y: ly, "text-anchor": anchor, "dominant-baseline": "middle", class: "radar-label" }, axis.label));
+      svg.append(label(lx, ly, anchor, axis.label));
     }
   });
   series.forEach((one, n) => {
-    const points = one.axes.map((a, i) => point(center, radius, i, one.axes.length, a.score));
+    const points = one.axes.map((a, i) => point(center, radius, i, one.axes.length, a.score, max));
     const polygon = s("polygon", { points: points.map((p) => p.join(",")).join(" "), class: `radar-area series-${n}` });
     polygon.append(s("title", {}, one.name));
     svg.append(polygon);
     one.axes.forEach((a, i) => {
       const dot = s("circle", { cx: points[i][0], cy: points[i][1], r: compact ? 2 : 4, class: `radar-dot series-${n}` });
-      dot.append(s("title", {}, `${one.name} · ${a.label}: ${a.score}${a.bucket ? ` (${a.bucket})` : ""}`));
+      // One series: the axis says it all; several: say whose vertex this is.
+      const who = series.length > 1 ? `${one.name} · ` : "";
+      dot.append(s("title", {}, `${who}${a.label}: ${scoreText(a)}`));
       svg.append(dot);
     });
   });

@@ -57,7 +57,7 @@ function ages(view) {
       "div",
       { dataset: { callout: "retries" } },
       h("dt", {}, "Retries"),
-      h("dd", {}, retries.length ? retries.map(([n, count]) => `${count} × ${n}`).join(", ") : "none"),
+      h("dd", {}, retries.length ? retries.map(([n, count]) => `${count} with ${n} ${n === "1" ? "retry" : "retries"}`).join(", ") : "none"),
     ),
   );
 }

@@ -1,5 +1,5 @@
-// The decision-dimensions radar as the operator pages show it: the API's six 0-7 axes mapped onto the
-// shared radarSvg's 0-100 scale, with the raw 0-7 scores kept beside the chart in words.
+// The decision-dimensions radar as the operator pages show it: the API's six 0-7 axes, with the same
+// scores kept beside the chart in words.
 
 import { h } from "/console/js/dom.js";
 
@@ -20,7 +20,7 @@ export function seriesOf(name, dimensions) {
     name,
     axes: AXES.map((axis) => ({
       label: AXIS_LABELS[axis],
-      score: Math.round((dimensions[axis].score * 100) / AXIS_MAX),
+      score: dimensions[axis].score,
       bucket: dimensions[axis].bucket,
     })),
   };

@@ -64,8 +64,10 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
     running.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Per module, not per session: sync playwright keeps its event loop running in this thread while it
+    # is started, so every asyncio test after it (anyio, starlette's TestClient) would fail to start one.
     executable = chromium_path()
     from playwright.sync_api import sync_playwright
 

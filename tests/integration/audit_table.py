@@ -796,6 +796,7 @@ RECORDED_CHAT = Route(
     found=flow_of_session,
     note="REASONING_FLOW_CAPTURE_ENABLED",
 )
+SESSIONS = Route("GET", "/api/chat/sessions", CHATTER, chat_session)  # names no session: each caller sees their own
 RUNS = Route("GET", "/api/chat/sessions/{session_id}/runs", CHATTER, chat_session, other=404)
 CANCEL = Route("POST", "/api/chat/runs/{run_id}/cancel", CHATTER, chat_session, other=404)
 WORKSPACE = "/api/workspaces/{workspace_id}"
@@ -878,6 +879,7 @@ ROWS: list[Row] = [
     Row(RECORDED_CHAT, "reasoning.step.created", FLOW, CHAT_RECORDER, count=2),
     Row(RECORDED_CHAT, "reasoning.flow.completed", FLOW, CHAT_RECORDER),
     Row(RECORDED_CHAT, "reasoning.pathway.skipped", FLOW, CHAT_RECORDER),
+    Row(SESSIONS, None),
     Row(RUNS, None),
     Row(CANCEL, None),
     # workspaces and documents (scope documents)

@@ -14,6 +14,7 @@ PATIENT = {"sub": "u-ann", "scope": "reasoning.read", "patient_id": "p-ann"}
 OTHER_PATIENT = {"sub": "u-bob", "scope": "reasoning.read", "patient_id": "p-bob"}
 READER_WITHOUT_PATIENT = {"sub": "svc-reader", "scope": "reasoning.read", "patient_id": ""}
 WRITER = {"sub": "agent-researcher", "scope": "reasoning.write", "patient_id": ""}
+PATIENT_WITHOUT_SCOPE = {"sub": "u-ann", "scope": "chat", "patient_id": "p-ann"}
 
 Call = Callable[..., tuple[int, Any]]
 
@@ -54,7 +55,9 @@ def test_a_patient_reads_only_their_own_choice(call: Call) -> None:
     assert call("GET", OTHER_PATIENT) == (200, {"patient_id": "p-bob", "reasoning_read": False, "changed_at": None})
 
 
-@pytest.mark.parametrize("who", [READER_WITHOUT_PATIENT, WRITER], ids=["no-patient-claim", "writer"])
+@pytest.mark.parametrize(
+    "who", [READER_WITHOUT_PATIENT, WRITER, PATIENT_WITHOUT_SCOPE], ids=["no-patient-claim", "writer", "no-scope"]
+)
 def test_only_a_patient_token_with_the_scope_reads_it(call: Call, who: dict[str, str]) -> None:
     status, body = call("GET", who)
     assert status == 403, body

@@ -8,9 +8,8 @@ import { h, replace, stylesheet } from "/console/js/dom.js";
 import { radarSvg } from "/console/js/radar.js";
 
 const PROFILE = "/console/patient";
-const AXIS_MAX = 7; // the API's radar axes score 0..7; radarSvg draws 0..100
+const AXIS_MAX = 7; // the API's radar axes score 0..7
 const MAX_CHECKS = 40; // about 17 minutes of re-checks, then the patient asks for the next one
-const LABEL_LINE = 12; // characters per line of a radar label, so long labels fit a phone
 
 /** Milliseconds before re-check ``n`` (0, 1, ...): 3 s, then 2 s more each time, never over 30 s. */
 export function recheckDelay(n) {
@@ -77,7 +76,7 @@ class ExplanationView {
 
   showRefusal(error) {
     // A call that never reached the API (offline) is retried while we were waiting; otherwise say what happened.
-    if (!(error instanceof ApiError) && this.timer !== null) return this.schedule();
+    if (!(error instanceof ApiError) && this.timer !== null && this.checks < MAX_CHECKS) return this.schedule();
     replace(this.main, h("h1", {}, "Your explanation"), refusal(error), backLink());
   }
 
@@ -90,7 +89,7 @@ class ExplanationView {
   async recheck() {
     const result = await this.fetch();
     // Too many reads in a short while: keep the banner and wait for the next, slower check.
-    if (result.error instanceof ApiError && result.error.status === 429) return this.schedule();
+    if (result.error instanceof ApiError && result.error.status === 429 && this.checks < MAX_CHECKS) return this.schedule();
     this.show(result);
   }
 
@@ -103,10 +102,10 @@ class ExplanationView {
 function narrative(story) {
   return [
     h("h1", {}, "Your explanation"),
-    h("section", { class: "panel", "aria-labelledby": "about" }, h("h2", { id: "about" }, "What this was about"), h("p", { class: "patient-trigger" }, story.trigger_summary)),
+    h("section", { class: "panel patient-section", "aria-labelledby": "about" }, h("h2", { id: "about" }, "What this was about"), h("p", { class: "patient-trigger" }, story.trigger_summary)),
     h(
       "section",
-      { class: "panel", "aria-labelledby": "steps" },
+      { class: "panel patient-section", "aria-labelledby": "steps" },
       h("h2", { id: "steps" }, "How the system got there"),
       story.steps.length
         ? h("ol", { class: "patient-steps" }, story.steps.map(step))
@@ -114,7 +113,7 @@ function narrative(story) {
     ),
     h(
       "section",
-      { class: "panel", "aria-labelledby": "result" },
+      { class: "panel patient-section", "aria-labelledby": "result" },
       h("h2", { id: "result" }, "The result"),
       h("p", { class: "patient-outcome" }, story.outcome_summary || "No result was recorded."),
     ),
@@ -141,25 +140,10 @@ function when(iso) {
 
 /** The radar and the same facts as a list, both with the labels the API gives for patients. */
 function profile(axes) {
-  const described = axes.map((a) => `${a.label} ${a.bucket} (${a.score} of ${AXIS_MAX})`).join(", ");
-  const svg = radarSvg([{ name: "This decision", axes: axes.map((a) => ({ label: a.label, score: Math.round((a.score * 100) / AXIS_MAX), bucket: a.bucket })) }], {
-    size: 260,
-    title: "How this decision looks",
-  });
-  // radarSvg speaks in 0..100; say the API's own 0..7 scores instead, and wrap long labels for a phone.
-  svg.setAttribute("aria-label", `How this decision looks: ${described}`);
-  svg.querySelector(":scope > title").textContent = `How this decision looks: ${described}`;
-  svg.querySelectorAll("circle.radar-dot > title").forEach((title, i) => {
-    const a = axes[i];
-    title.textContent = `${a.label}: ${a.bucket} (${a.score} of ${AXIS_MAX})`;
-  });
-  svg.querySelectorAll("text.radar-label").forEach(wrapLabel);
-  svg.setAttribute("viewBox", "-50 -10 360 280"); // room for the labels beside the chart
-  svg.setAttribute("width", "360");
-  svg.setAttribute("height", "280");
+  const svg = radarSvg([{ name: "This decision", axes }], { size: 300, title: "How this decision looks", max: AXIS_MAX });
   return h(
     "section",
-    { class: "panel", "aria-labelledby": "profile" },
+    { class: "panel patient-section", "aria-labelledby": "profile" },
     h("h2", { id: "profile" }, "How this decision looks"),
     h(
       "div",
@@ -173,26 +157,6 @@ function profile(axes) {
     ),
     h("p", { class: "muted" }, "Higher is stronger on every line but Caution flags, where higher means more reasons for care."),
   );
-}
-
-function wrapLabel(text) {
-  const words = text.textContent.split(" ");
-  const lines = [];
-  for (const word of words) {
-    const last = lines.length - 1;
-    if (last >= 0 && `${lines[last]} ${word}`.length <= LABEL_LINE) lines[last] += ` ${word}`;
-    else lines.push(word);
-  }
-  if (lines.length < 2) return;
-  const x = text.getAttribute("x");
-  text.textContent = "";
-  lines.forEach((line, i) => {
-    const span = document.createElementNS("http://www.w3.org/2000/svg", "tspan");
-    span.setAttribute("x", x);
-    span.setAttribute("dy", i === 0 ? `${-0.6 * (lines.length - 1)}em` : "1.2em");
-    span.textContent = line;
-    text.append(span);
-  });
 }
 
 /** What a refused or failed read means for the patient, without the API's internals. */

@@ -25,7 +25,7 @@ async function consentPanel() {
   const box = h("input", { type: "checkbox", id: "consent", "aria-describedby": "consent-help consent-status" });
   const panel = h(
     "section",
-    { class: "panel", "aria-labelledby": "consent-heading" },
+    { class: "panel patient-section", "aria-labelledby": "consent-heading" },
     h("h2", { id: "consent-heading" }, "Explanations of your care"),
     h(
       "p",
@@ -91,7 +91,7 @@ function openPanel() {
   );
   return h(
     "section",
-    { class: "panel", "aria-labelledby": "open-heading" },
+    { class: "panel patient-section", "aria-labelledby": "open-heading" },
     h("h2", { id: "open-heading" }, "Open an explanation"),
     h("p", { class: "muted" }, "Your care team or a message from us gives you the number of an explanation."),
     form,
@@ -108,7 +108,7 @@ function tokenPanel() {
     "details",
     { class: "panel" },
     h("summary", {}, "Use another sign-in token"),
-    h("p", { class: "muted" }, "For local use: this tab then reads explanations as the patient of that token (flowledger token … --patient-id …)."),
+    h("p", { class: "muted" }, "For local use: this tab then reads explanations as the patient of that token (make one with: flowledger token --sub SUB --scopes reasoning.read --patient-id ID)."),
     h(
       "form",
       { class: "row", onsubmit: (event) => (event.preventDefault(), use()) },

@@ -99,6 +99,7 @@ export async function render(main, { query }) {
   const refInput = h("input", { id: "trigger-ref", name: "trigger_ref", required: true, maxlength: "256", autocomplete: "off", value: query.get("trigger_ref") || "" });
   const families = h("datalist", { id: "trigger-types" }, h("option", { value: "user_question" }));
   const results = h("div", { class: "results" });
+  const deeper = h("div", { class: "deeper" }); // after the comparison, so ticking never moves it under the pointer
   const searchForm = h(
     "form",
     { class: "panel trigger-form", role: "search", "aria-label": "Find pathways for a trigger" },
@@ -118,6 +119,7 @@ export async function render(main, { query }) {
     address.search = new URLSearchParams(trigger).toString();
     window.history.replaceState(null, "", address); // a copied address reopens this search
     replace(results, h("p", { class: "muted" }, "Matching…"));
+    replace(deeper);
     compare.show([]);
     let picked = [];
     try {
@@ -137,11 +139,12 @@ export async function render(main, { query }) {
             if (picked.length === 2 && picked.includes(view.pathway_id)) compare.show(picked); // its radar moved
           },
         }),
-        deeperResearch(trigger, { announce, backlog }),
       );
+      replace(deeper, deeperResearch(trigger, { announce, backlog }));
       announce(`${count} ${count === 1 ? "candidate" : "candidates"} for ${match.trigger_ref}.`);
     } catch (error) {
       replace(results, problem(error));
+      replace(deeper, deeperResearch(trigger, { announce, backlog })); // the library failing is no reason not to ask
     }
   }
   searchForm.addEventListener("submit", (event) => {
@@ -156,7 +159,7 @@ export async function render(main, { query }) {
     h(
       "div",
       { class: "research-layout" },
-      h("div", { class: "research-main" }, searchForm, results, compare.section),
+      h("div", { class: "research-main" }, searchForm, results, compare.section, deeper),
       h("div", { class: "research-side" }, backlog.section, claims.section),
     ),
   );

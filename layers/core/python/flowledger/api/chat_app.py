@@ -33,6 +33,7 @@ from flowledger.api.errors import error_body, request_id_of, status_for
 from flowledger.api.principals import require_scope
 from flowledger.api.screening import screen_body
 from flowledger.chat.models import (
+    MAX_SESSIONS_PAGE,
     RUN_PATTERN,
     SESSION_PATTERN,
     ChatEvent,
@@ -57,6 +58,7 @@ LAMBDA_CONTEXT_HEADER = "x-amzn-lambda-context"
 # The chat app's routes (path, method): the app serves them and CDK exposes exactly these.
 CHAT_ROUTES = (
     ("/api/chat", "POST"),
+    ("/api/chat/sessions", "GET"),
     ("/api/chat/sessions/{session_id}/runs", "GET"),
     ("/api/chat/runs/{run_id}/cancel", "POST"),
 )
@@ -155,17 +157,20 @@ def create_app(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    async def list_sessions(request: Request) -> Response:
+        principal = _principal(request)
+        limit = _limit(request, default=20, most=MAX_SESSIONS_PAGE)
+        page = await run_in_threadpool(
+            RunStore(services()).list_sessions, principal.id, limit, request.query_params.get("cursor")
+        )
+        return JSONResponse(page.model_dump(mode="json"))
+
     async def list_runs(request: Request) -> Response:
         principal = _principal(request)
         session_id = request.path_params["session_id"]
         if not _matches(SESSION_PATTERN, session_id):
             raise InvalidInput("session_id is not a session id")
-        try:
-            limit = int(request.query_params.get("limit", "20"))
-        except ValueError:
-            raise InvalidInput("limit must be a number") from None
-        if not 1 <= limit <= 100:
-            raise InvalidInput("limit must be between 1 and 100")
+        limit = _limit(request, default=20, most=100)
         page = await run_in_threadpool(
             RunStore(services()).list_runs, principal.id, session_id, limit, request.query_params.get("cursor")
         )
@@ -208,7 +213,7 @@ def create_app(
         middleware=middleware,
         routes=[
             Route(path, endpoint, methods=[method])
-            for (path, method), endpoint in zip(CHAT_ROUTES, (chat, list_runs, cancel_run), strict=True)
+            for (path, method), endpoint in zip(CHAT_ROUTES, (chat, list_sessions, list_runs, cancel_run), strict=True)
         ],
         exception_handlers={FlowledgerError: domain_error, Exception: unexpected},
     )
@@ -262,6 +267,17 @@ async def _cancel_on_disconnect(request: Request, cancel: CancelToken) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
     cancel.cancel()
+
+
+def _limit(request: Request, *, default: int, most: int) -> int:
+    """The ``limit`` query parameter, 1..``most``; a 422 naming the bounds otherwise."""
+    try:
+        limit = int(request.query_params.get("limit", str(default)))
+    except ValueError:
+        raise InvalidInput("limit must be a number") from None
+    if not 1 <= limit <= most:
+        raise InvalidInput(f"limit must be between 1 and {most}")
+    return limit
 
 
 def _matches(pattern: str, value: str) -> bool:

@@ -19,6 +19,7 @@ from flowledger.api.registry import CAPABILITY_MODULES, capability_routers
 from flowledger.api.routes import schema_resolver
 from flowledger.chat.models import (
     MAX_QUERY_CHARS,
+    MAX_SESSIONS_PAGE,
     RUN_PATTERN,
     SESSION_PATTERN,
     ChatRequest,
@@ -28,6 +29,7 @@ from flowledger.chat.models import (
     ErrorEvent,
     RunPage,
     RunView,
+    SessionPage,
     StartEvent,
     StatusEvent,
 )
@@ -128,7 +130,7 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
 
 
 def _add_chat(document: dict[str, Any]) -> None:
-    models: list[type[BaseModel]] = [ChatRequest, ChatResult, RunPage, RunView, *SSE_EVENTS]
+    models: list[type[BaseModel]] = [ChatRequest, ChatResult, RunPage, RunView, SessionPage, *SSE_EVENTS]
     _, definitions = models_json_schema(
         [(m, "validation" if m is ChatRequest else "serialization") for m in models],
         ref_template="#/components/schemas/{model}",
@@ -158,6 +160,26 @@ def _add_chat(document: dict[str, Any]) -> None:
                         },
                         "application/json": {"schema": ref["ChatResult"]},
                     },
+                }
+            },
+        }
+    }
+    document["paths"]["/api/chat/sessions"] = {
+        "get": {
+            "tags": ["chat"],
+            "summary": "The caller's chat sessions, most recently active first",
+            "operationId": "list_sessions",
+            "security": needs_scope("chat"),
+            "parameters": [
+                _parameter(
+                    "query", "limit", {"type": "integer", "minimum": 1, "maximum": MAX_SESSIONS_PAGE, "default": 20}
+                ),
+                _parameter("query", "cursor", {"type": "string"}),
+            ],
+            "responses": {
+                "200": {
+                    "description": "a page of sessions",
+                    "content": {"application/json": {"schema": ref["SessionPage"]}},
                 }
             },
         }

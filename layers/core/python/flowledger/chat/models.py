@@ -13,6 +13,8 @@ from flowledger.continuity.request import SourceRequest
 SESSION_PATTERN = r"^ses_[0-9A-Z]{26}$"
 RUN_PATTERN = r"^run_[0-9A-Z]{26}$"
 MAX_QUERY_CHARS = 4000
+MAX_SESSIONS_PAGE = 50  # sessions per page of GET /api/chat/sessions
+MAX_TITLE_CHARS = 120  # a session's title: its first query, cut here
 _TEXT = re.compile(r"\S")  # a query needs one character that is not whitespace
 
 
@@ -184,6 +186,20 @@ class RunView(BaseModel):
 
 class RunPage(BaseModel):
     runs: list[RunView]
+    next_cursor: str | None
+
+
+class SessionView(BaseModel):
+    """One of the caller's chat sessions: its first question as a title, when it began and last ran a turn."""
+
+    session_id: str
+    title: str = Field(description=f"the session's first query, at most {MAX_TITLE_CHARS} characters")
+    created_at: str
+    last_active_at: str
+
+
+class SessionPage(BaseModel):
+    sessions: list[SessionView]
     next_cursor: str | None
 
 

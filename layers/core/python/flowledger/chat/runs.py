@@ -2,7 +2,9 @@
 
 Run ids are ULIDs, so a session's runs sort by creation time under ``session_id``. A run is
 created RUNNING and finished exactly once, conditionally on still being RUNNING: a cancelled run
-can never be completed by a late executor result.
+can never be completed by a late executor result. The header also carries the session's title (its
+first query) and its last turn's time, which list the owner's sessions through the sparse ``by_owner``
+index.
 """
 
 from __future__ import annotations
@@ -10,16 +12,28 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from flowledger.chat.models import Intent, ReleaseOutcome, RunPage, RunStatus, RunView
+from flowledger.chat.models import (
+    MAX_TITLE_CHARS,
+    SESSION_PATTERN,
+    Intent,
+    ReleaseOutcome,
+    RunPage,
+    RunStatus,
+    RunView,
+    SessionPage,
+    SessionView,
+)
 from flowledger.errors import Conflict, Forbidden, InvalidInput, NotFound
 from flowledger.ledger.events import parse_timestamp, timestamp
 from flowledger.services import Services
 from flowledger.store import items
+from flowledger.store.cursors import decode_cursor, encode_cursor
 
 SESSION_HEADER = "#session"
 
@@ -39,15 +53,19 @@ class RunStore:
     def create(self, session_id: str, run_id: str, owner: str, query: str, model: str, offline: bool) -> str:
         """Persist the RUNNING run (and the session's owner on its first run) in one request."""
         now = timestamp(self._s.clock())
+        # An update, not a put: the header keeps when the session began and its first question (its
+        # title), and session_owner/last_active_at put it in the owner's session list (by_owner).
         header = {
-            "Put": {
+            "Update": {
                 "TableName": self._table,
-                "Item": items.to_item(
-                    {"session_id": session_id, "run_id": SESSION_HEADER, "owner": owner, "created_at": now}
-                ),
+                "Key": {"session_id": {"S": session_id}, "run_id": {"S": SESSION_HEADER}},
+                "UpdateExpression": "SET #o = :owner, session_owner = :owner, last_active_at = :now, "
+                "created_at = if_not_exists(created_at, :now), title = if_not_exists(title, :title)",
                 "ConditionExpression": "attribute_not_exists(session_id) OR #o = :owner",
                 "ExpressionAttributeNames": {"#o": "owner"},
-                "ExpressionAttributeValues": {":owner": {"S": owner}},
+                "ExpressionAttributeValues": items.to_item(
+                    {":owner": owner, ":now": now, ":title": session_title(query)}
+                ),
             }
         }
         run = {
@@ -236,6 +254,39 @@ class RunStore:
             runs=runs, next_cursor=base64.urlsafe_b64encode(last["run_id"]["S"].encode()).decode() if last else None
         )
 
+    def list_sessions(self, owner: str, limit: int, cursor: str | None) -> SessionPage:
+        """The owner's sessions, most recently active first: one query on the sparse by_owner index."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "by_owner",
+            "KeyConditionExpression": "session_owner = :o",
+            "ExpressionAttributeValues": {":o": {"S": owner}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if cursor:
+            session_id, last_active_at = _session_position(cursor)
+            # The partition is always the caller's: a cursor cannot lead into another user's sessions.
+            request["ExclusiveStartKey"] = {
+                "session_owner": {"S": owner},
+                "last_active_at": {"S": last_active_at},
+                "session_id": {"S": session_id},
+                "run_id": {"S": SESSION_HEADER},
+            }
+        response = self._db.query(**request)
+        sessions = [
+            SessionView(
+                session_id=item["session_id"],
+                title=item.get("title", ""),
+                created_at=item.get("created_at", item["last_active_at"]),
+                last_active_at=item["last_active_at"],
+            )
+            for item in map(items.from_item, response.get("Items", []))
+        ]
+        last = response.get("LastEvaluatedKey")
+        next_cursor = encode_cursor([last["session_id"]["S"], last["last_active_at"]["S"]]) if last else None
+        return SessionPage(sessions=sessions, next_cursor=next_cursor)
+
     def _owner(self, session_id: str) -> str | None:
         item = self._db.get_item(
             TableName=self._table,
@@ -243,6 +294,24 @@ class RunStore:
             Key={"session_id": {"S": session_id}, "run_id": {"S": SESSION_HEADER}},
         ).get("Item")
         return item["owner"]["S"] if item else None
+
+
+def session_title(query: str) -> str:
+    """A session's title: its first query on one line, cut to ``MAX_TITLE_CHARS``."""
+    return " ".join(query.split())[:MAX_TITLE_CHARS]
+
+
+def _session_position(cursor: str) -> tuple[str, str]:
+    position = decode_cursor(cursor)
+    if (
+        not isinstance(position, list)
+        or len(position) != 2
+        or not all(isinstance(part, str) for part in position)
+        or re.fullmatch(SESSION_PATTERN, position[0]) is None
+        or not position[1]
+    ):
+        raise InvalidInput("cursor is not one this API returned")
+    return position[0], position[1]
 
 
 def _run_from(cursor: str) -> str:

@@ -87,6 +87,8 @@ TABLES: tuple[TableSpec, ...] = (
             # Sparse: only SUCCESS diagnosis runs with a published result carry the attribute.
             Index("safe_diagnosis", Key("safe_diagnosis_session_id"), _CREATED),
             Index("by_run", Key("run_id"), include=()),  # run id -> session, for cancel
+            # Sparse: only session headers carry session_owner; a user's sessions, most recently active first.
+            Index("by_owner", Key("session_owner"), Key("last_active_at"), include=("title", "created_at")),
         ),
     ),
     TableSpec(
