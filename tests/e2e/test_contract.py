@@ -360,6 +360,7 @@ def test_every_operation_on_real_resources_answers_as_documented(server: Any, ga
     flow_id = {"flow_id": started["flow_id"]}
     assert conform("GET", flow, 403, path_parameters=flow_id)["error"] == "consent_required"
     assert conform("PUT", "/api/reasoning/consent", 200, body={"reasoning_read": True})["reasoning_read"] is True
+    assert conform("GET", "/api/reasoning/consent", 200)["reasoning_read"] is True
     assert conform("GET", flow, 202, path_parameters=flow_id)["steps_so_far"] == 0
     first = conform(
         "POST",
