@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import httpx
+from serving import free_port, wait_for
 
 from flowledger.ids import new_id
 
@@ -58,23 +57,6 @@ TIMELINE = """() => {
     edges: document.querySelectorAll('.dag svg path.edge').length,
   };
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not come up")
 
 
 def fan_in_steps() -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ Gateway stand-in and the Lambda handler cost over serving JSON at all.
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import httpx
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from serving import free_port, wait_for
 
 from flowledger.config import load_settings
 from flowledger.local.datadir import DataDir
@@ -46,23 +46,6 @@ async def health(request):
     return JSONResponse({"status": "ok"})
 uvicorn.run(Starlette(routes=[Route("/health", health)]), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not come up")
 
 
 def load(clients: int, requests: int, call: Callable[[httpx.Client], int]) -> tuple[float, float, float]:

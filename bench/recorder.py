@@ -16,7 +16,6 @@ and 50 ``reasoning.step.created`` events, or the run fails. Target: per-step med
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
+from serving import free_port, wait_for
 
 from flowledger.ids import new_id
 from flowledger.local.datadir import DataDir
@@ -54,23 +54,6 @@ class Sink(BaseHTTPRequestHandler):
         pass
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not come up")
 
 
 def p95(values: list[float]) -> float:
