@@ -60,6 +60,7 @@ NOT_SHIPPED = frozenset({"tqdm"})
 # function folder -> its dependency layers (besides the flowledger package's own layer)
 FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "authorizer": ("base",),
+    "token_claims": ("base",),  # the console pool's pre token generation trigger
     "core": ("base",),
     "audit": ("base",),
     "research": ("base",),

@@ -9,9 +9,10 @@ from aws_cdk import Acknowledgment, CfnOutput, Environment, Stack, Validations
 from constructs import Construct
 
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
+from flowledger.store.provision import UPLOAD_BUCKET
 from infra.constructs.api import Api, Throttle, cors_origins_from
 from infra.constructs.chat import Chat
-from infra.constructs.console import Console
+from infra.constructs.console import Console, TokenIssuer
 from infra.constructs.continuity import ContinuitySwitches
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
 from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
@@ -79,6 +80,7 @@ class FlowledgerStack(Stack):
             self, "Console", prefix=settings.prefix, stage=stage, log_bucket=data.access_logs, log_key=data.key
         )
         cors_origins = cors_origins_from(settings.cors_origins) or [console.origin]
+        data.allow_browser_uploads(cors_origins)  # a large upload's presigned PUT from the console
         defaults = FunctionDefaults(
             layers=layers.all,
             environment={
@@ -94,14 +96,19 @@ class FlowledgerStack(Stack):
         )
         if stage.is_trial and data.locked_buckets:
             LockedBucketCleanup(self, "TrialCleanup", buckets=data.locked_buckets, defaults=defaults)
+        console.add_token_claims(defaults)
+        # flowledger:tokenIssuer=console-pool: the authorizer trusts the console pool's id tokens instead.
+        issuer = console.token_issuer(
+            self.node, external=TokenIssuer(settings.jwks_url, settings.jwt_issuer, settings.jwt_audience)
+        )
         api = Api(
             self,
             "Api",
             prefix=settings.prefix,
             defaults=defaults,
-            jwks_url=settings.jwks_url,
-            jwt_issuer=settings.jwt_issuer,
-            jwt_audience=settings.jwt_audience,
+            jwks_url=issuer.jwks_url,
+            jwt_issuer=issuer.issuer,
+            jwt_audience=issuer.audience,
             cors_origins=cors_origins,
             throttle=Throttle.from_context(self.node),
         )
@@ -118,7 +125,7 @@ class FlowledgerStack(Stack):
             api.add_routes(route_table(*routers), function)
             data.grant(function, CAPABILITY_ACCESS[name])
             self.capability_functions[name] = function
-        console.serve(api)
+        console.serve(api, data.buckets[UPLOAD_BUCKET])
         chat = Chat(self, "Chat", defaults=defaults, api=api, lwa_layer_version=settings.lwa_layer_version)
         data.grant(chat.function, CHAT_ACCESS)
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
@@ -153,6 +160,7 @@ class FlowledgerStack(Stack):
                     "chat": chat.function,
                     "jobs": jobs.function,
                     "console-deploy": console.deploy_function,
+                    "console-token-claims": console.token_claims_function,
                 },
                 rest_api=api.rest_api,
                 tables=data.tables,

@@ -1,6 +1,8 @@
 // Uploads into a chosen workspace, with progress. A small file travels inline (content_base64, within
 // the API's 256 KiB request bound); a larger one is declared (size, SHA-256), PUT to the presigned URL
 // the documents API answers with, then completed, which checks it and converts or indexes it.
+// The PUT goes to the storage endpoint, another origin: the console's CSP (connect-src) and the documents
+// bucket's CORS (PUT from the console's origins) both allow it, locally and in AWS.
 
 import { ApiError, apiUrl, userFetch, userToken } from "/console/js/api.js";
 import { h, problem, replace } from "/console/js/dom.js";
@@ -26,26 +28,34 @@ async function sha256Hex(bytes) {
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** An XHR (fetch reports no upload progress): resolves {status, body}, rejects an ApiError. */
-function send(method, url, { headers = {}, body, onProgress }) {
+/** An XHR (fetch reports no upload progress): resolves {status, body}, rejects an ApiError.
+ * ``where`` names the far end in the messages ("the server", "the storage"). */
+function send(method, url, { headers = {}, body, onProgress, where = "the server" }) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open(method, url);
     for (const [key, value] of Object.entries(headers)) xhr.setRequestHeader(key, value);
     xhr.upload.onprogress = (e) => e.lengthComputable && onProgress?.(e.loaded, e.total);
-    xhr.onerror = () => reject(new ApiError(0, "network", "the upload could not reach the server"));
+    // A refused preflight (CORS) or a blocked address (CSP) ends here too: the browser tells the page no more.
+    xhr.onerror = () => reject(new ApiError(0, "network", `the upload could not reach ${where}`));
     xhr.onload = () => {
       let parsed = null;
       try {
         parsed = xhr.responseText ? JSON.parse(xhr.responseText) : null;
       } catch {
-        parsed = null;
+        parsed = null; // S3 answers errors in XML: the status says enough
       }
       if (xhr.status >= 200 && xhr.status < 300) resolve({ status: xhr.status, body: parsed });
-      else reject(new ApiError(xhr.status, parsed?.error, parsed?.message || `the upload failed (HTTP ${xhr.status})`, parsed));
+      else reject(new ApiError(xhr.status, parsed?.error, parsed?.message || `${where} refused the upload (HTTP ${xhr.status})`, parsed));
     };
     xhr.send(body);
   });
+}
+
+/** PUT the bytes to the presigned URL as it was signed: it signs the host alone, so the request carries no
+ * header of the page's (a BufferSource body gets no content-type), and the bucket's CORS allows it as it is. */
+function putPresigned(upload, bytes, onProgress) {
+  return send(upload.method || "PUT", upload.url, { body: bytes, onProgress, where: "the storage" });
 }
 
 async function apiSend(path, body, onProgress) {
@@ -126,7 +136,7 @@ export class UploadForm {
       } else {
         const declared = await apiSend("/api/documents", { ...fields, size_bytes: bytes.length, sha256: await sha256Hex(bytes) });
         const upload = declared.body.upload;
-        await send(upload.method || "PUT", upload.url, { body: bytes, onProgress: (l, t) => this.showProgress(l, t) });
+        await putPresigned(upload, bytes, (l, t) => this.showProgress(l, t));
         replace(this.status, `Checking ${file.name}…`);
         answer = (await apiSend(upload.complete_path, undefined)).body;
       }

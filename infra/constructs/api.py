@@ -192,8 +192,8 @@ class Api(Construct):
             ),
             Acknowledgment(
                 id="AwsSolutions-COG4",
-                reason="Client routes use a JWT Lambda authorizer (an external OIDC issuer; the console's "
-                "Cognito pool signs operators in for IAM credentials); admin routes use IAM.",
+                reason="Client routes use a JWT Lambda authorizer (an external OIDC issuer, or the console's "
+                "Cognito pool with flowledger:tokenIssuer=console-pool); admin routes use IAM.",
             ),
         )
 

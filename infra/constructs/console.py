@@ -10,10 +10,16 @@ never by its stage (whose deployment depends on every method, and so on the CORS
 People: operators and patients sign in to one user pool (one sign-in form, one set of endpoints);
 membership of the ``operators`` group is what the identity pool maps to the role that may call
 ``/admin/v1``. Anyone else gets no AWS credentials at all (no default role, ambiguity denied).
+
+Bearer tokens: the pool's pre token generation trigger (``functions/token_claims``) writes into each
+id token the ``scope`` its groups give (``flowledger.api.group_scopes``) and the user's ``patient_id``
+(the ``custom:patient_id`` attribute, which operators set and the app client cannot write). With
+``flowledger:tokenIssuer`` = ``console-pool`` the API's authorizer trusts this pool's id tokens.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +34,23 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
-from constructs import Construct
+from constructs import Construct, Node
 
+from flowledger.api.group_scopes import GROUP_DESCRIPTIONS, OPERATORS_GROUP, PATIENT_ID_ATTRIBUTE
 from flowledger.local.console import SECURITY_HEADERS
 from infra.constructs.api import STAGE, Api
-from infra.constructs.functions import LOG_RETENTION
+from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
 from infra.constructs.stage import StagePolicy
 
 CONSOLE_ROOT = Path(__file__).resolve().parents[2] / "console"
 KEY_PREFIX = "console/"
-OPERATORS_GROUP = "operators"
 ADMIN_PATHS = "/admin/v1/*"
 LOCAL_CONNECT_SRC = "connect-src 'self'"
+ISSUER_CONTEXT = "flowledger:tokenIssuer"
+CONSOLE_POOL_ISSUER = "console-pool"  # the authorizer trusts this stack's console user pool
+EXTERNAL_ISSUER = "external"  # the issuer named by flowledger:jwksUrl, jwtIssuer and jwtAudience
+CLAIMS_FUNCTION = "token_claims"
+PATIENT_ID = PATIENT_ID_ATTRIBUTE.removeprefix("custom:")
 # A viewer-request function: an address under /console/ that is no file (its last segment has no
 # extension) gets the page shell, as the dev server does; the bare host goes to the console.
 SHELL_REWRITE = """function handler(event) {
@@ -57,6 +68,15 @@ SHELL_REWRITE = """function handler(event) {
   return request;
 }
 """
+
+
+@dataclass(frozen=True)
+class TokenIssuer:
+    """Whose bearer tokens the API's authorizer trusts: the issuer's JWKS address, ``iss`` and ``aud``."""
+
+    jwks_url: str
+    issuer: str
+    audience: str
 
 
 @jsii.implements(IStableStringProducer)
@@ -88,6 +108,7 @@ class Console(Construct):
         self._stage = stage
         self._log_key = log_key
         self._api_origin: str | None = None
+        self._upload_origins: tuple[str, ...] = ()
         self.idp_endpoint = f"https://cognito-idp.{Aws.REGION}.{Aws.URL_SUFFIX}/"
         self.identity_endpoint = f"https://cognito-identity.{Aws.REGION}.{Aws.URL_SUFFIX}/"
         self.bucket = s3.Bucket(
@@ -207,6 +228,8 @@ class Console(Construct):
             account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
             feature_plan=cognito.FeaturePlan.PLUS,
             standard_threat_protection_mode=cognito.StandardThreatProtectionMode.FULL_FUNCTION,
+            # Mutable for operators (admin-update-user-attributes can correct it); the client cannot write it.
+            custom_attributes={PATIENT_ID: cognito.StringAttribute(min_len=1, max_len=128, mutable=True)},
             removal_policy=self._stage.removal,
             deletion_protection=not self._stage.is_trial,
         )
@@ -218,6 +241,9 @@ class Console(Construct):
             )
         )
         # The browser holds no secret: USER_PASSWORD_AUTH over TLS, refresh tokens for renewal, no OAuth.
+        # Operators set a patient's id when they invite them; the client may read it, never write it,
+        # so a patient cannot make their token name someone else's flows.
+        readable = cognito.ClientAttributes().with_standard_attributes(email=True, email_verified=True)
         self.client = self.user_pool.add_client(
             "ConsoleClient",
             user_pool_client_name=f"{self._prefix}-console",
@@ -229,28 +255,67 @@ class Console(Construct):
             id_token_validity=Duration.hours(1),
             access_token_validity=Duration.hours(1),
             refresh_token_validity=Duration.hours(12),
+            read_attributes=readable.with_custom_attributes(PATIENT_ID),
+            write_attributes=cognito.ClientAttributes().with_standard_attributes(email=True),
         )
-        cognito.CfnUserPoolGroup(
+        for group, description in GROUP_DESCRIPTIONS.items():
+            # "operators" → OperatorsGroup: the logical id the operators group was first deployed with.
+            construct_id = "".join(part.capitalize() for part in group.split("-")) + "Group"
+            cognito.CfnUserPoolGroup(
+                self,
+                construct_id,
+                user_pool_id=self.user_pool.user_pool_id,
+                group_name=group,
+                description=description,
+            )
+
+    def add_token_claims(self, defaults: FunctionDefaults) -> lambda_.Function:
+        """The pre token generation trigger (V1: the id token, on every pool tier) that adds scope and patient_id."""
+        self.token_claims_function = python_function(
             self,
-            "OperatorsGroup",
-            user_pool_id=self.user_pool.user_pool_id,
-            group_name=OPERATORS_GROUP,
-            description="May call the /admin/v1 routes through the console's identity pool",
+            "TokenClaims",
+            name=CLAIMS_FUNCTION,
+            defaults=defaults,
+            description="Console user pool: adds the scope of the user's groups and their patient_id to id tokens",
+            timeout=Duration.seconds(5),  # Cognito waits 5 seconds for a trigger, whatever the function's timeout
+        )
+        # Adds the permission for cognito-idp to invoke it, from this pool only.
+        self.user_pool.add_trigger(cognito.UserPoolOperation.PRE_TOKEN_GENERATION, self.token_claims_function)
+        return self.token_claims_function
+
+    def token_issuer(self, node: Node, *, external: TokenIssuer) -> TokenIssuer:
+        """Whom the authorizer trusts, from ``flowledger:tokenIssuer``: ``console-pool`` (this pool's id tokens,
+        whose ``aud`` is the app client) or, unset or ``external``, ``external`` as today; anything else fails."""
+        value = node.try_get_context(ISSUER_CONTEXT)
+        if value is None or value == "" or value == EXTERNAL_ISSUER:
+            return external
+        if value != CONSOLE_POOL_ISSUER:
+            raise ValueError(f"{ISSUER_CONTEXT} must be {CONSOLE_POOL_ISSUER!r} or {EXTERNAL_ISSUER!r}, not {value!r}")
+        issuer = f"{self.idp_endpoint}{self.user_pool.user_pool_id}"
+        return TokenIssuer(
+            jwks_url=f"{issuer}/.well-known/jwks.json", issuer=issuer, audience=self.client.user_pool_client_id
         )
 
     def content_security_policy(self) -> str:
-        """The dev server's CSP, with ``connect-src`` widened to the API's origin and Cognito's endpoints."""
+        """The dev server's CSP, with ``connect-src`` widened to the API's origin, Cognito's endpoints and the
+        documents bucket (a large upload's presigned PUT goes straight to it)."""
         if self._api_origin is None:
             raise ValueError("Console.serve(api) was never called: the console's CSP cannot name the API")
         local = SECURITY_HEADERS["content-security-policy"]
         if LOCAL_CONNECT_SRC not in local:
             raise ValueError(f"the dev server's CSP lost {LOCAL_CONNECT_SRC!r}; keep the two in step")
-        endpoints = " ".join(e.rstrip("/") for e in (self._api_origin, self.idp_endpoint, self.identity_endpoint))
+        origins = (self._api_origin, self.idp_endpoint, self.identity_endpoint, *self._upload_origins)
+        endpoints = " ".join(e.rstrip("/") for e in origins)
         return local.replace(LOCAL_CONNECT_SRC, f"{LOCAL_CONNECT_SRC} {endpoints}")
 
-    def serve(self, api: Api) -> None:
-        """Add what names the API: the identity pool and operator role, and the deployed files."""
+    def serve(self, api: Api, uploads: s3.IBucket) -> None:
+        """Add what names the API and the uploads bucket: the identity pool and operator role, the files."""
         rest_api = api.rest_api
+        # boto3 presigns for the global name in us-east-1 and the regional one elsewhere: allow both.
+        self._upload_origins = (
+            f"https://{uploads.bucket_name}.s3.{Aws.URL_SUFFIX}",
+            f"https://{uploads.bucket_regional_domain_name}",
+        )
         self._api_origin = f"https://{rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
         self.identity_pool = cognito.CfnIdentityPool(
             self,

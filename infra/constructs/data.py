@@ -16,6 +16,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from flowledger.store.provision import (
+    UPLOAD_BUCKET,
+    UPLOAD_EXPOSED_HEADERS,
+    UPLOAD_HEADERS,
+    UPLOAD_METHODS,
+    UPLOAD_PREFLIGHT_MAX_AGE_SECONDS,
+)
 from flowledger.store.tables import (
     BUCKETS,
     TABLES,
@@ -82,6 +89,22 @@ class Data(Construct):
         )
         self.buckets = {spec.name: self._bucket(spec, prefix) for spec in BUCKETS}
         self.locked_buckets = tuple(self.buckets[spec.name] for spec in BUCKETS if spec.lock_days)
+
+    def allow_browser_uploads(self, origins: list[str]) -> None:
+        """Let the console's ``origins`` PUT a large upload to the documents bucket's presigned URL (CORS).
+
+        The same rule the dev server writes on its embedded bucket (``flowledger.store.provision``): PUT
+        only, the headers the presigned PUT needs (none: it signs the host alone), ``ETag`` readable.
+        """
+        if not origins or "*" in origins:
+            raise ValueError("browser uploads need the console's origins, never a wildcard")
+        self.buckets[UPLOAD_BUCKET].add_cors_rule(
+            allowed_methods=[s3.HttpMethods(method) for method in UPLOAD_METHODS],
+            allowed_origins=list(origins),
+            allowed_headers=list(UPLOAD_HEADERS) or None,
+            exposed_headers=list(UPLOAD_EXPOSED_HEADERS),
+            max_age=UPLOAD_PREFLIGHT_MAX_AGE_SECONDS,
+        )
 
     def _let_logs_use_the_key(self) -> None:
         """CloudWatch Logs encrypts a log group with the key only for a log group of this account and region."""

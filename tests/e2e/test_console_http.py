@@ -28,6 +28,9 @@ def test_every_page_address_gets_the_shell_with_strict_headers(server: Any, path
     assert '<script type="module" src="/console/js/app.js">' in response.text
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy and "'unsafe-inline'" not in policy
+    # The API is this origin; a large upload's presigned PUT goes to the embedded AWS endpoint, and nowhere else.
+    connect = next(d.strip() for d in policy.split(";") if d.strip().startswith("connect-src "))
+    assert connect == f"connect-src 'self' {server.data_dir.endpoints().aws_endpoint_url}"
     assert response.headers["x-content-type-options"] == "nosniff"
 
 

@@ -57,6 +57,7 @@ def ids(resources: dict[str, Any]) -> dict[str, str]:
         "identities": logical_id(resources, "AWS::Cognito::IdentityPool", "Console"),
         "role": logical_id(resources, "AWS::IAM::Role", "ConsoleOperatorRole"),
         "logs": logical_id(resources, "AWS::S3::Bucket", "DataAccessLogs"),
+        "uploads": logical_id(resources, "AWS::S3::Bucket", "DataBucketdocuments"),
     }
 
 
@@ -116,7 +117,9 @@ def test_the_headers_are_the_dev_servers_with_the_api_and_cognito_allowed(
     security = policy["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"]
     allowed = (
         f"connect-src 'self' https://<{ids['api']}>.execute-api.<AWS::Region>.<AWS::URLSuffix> "
-        "https://cognito-idp.<AWS::Region>.<AWS::URLSuffix> https://cognito-identity.<AWS::Region>.<AWS::URLSuffix>"
+        "https://cognito-idp.<AWS::Region>.<AWS::URLSuffix> https://cognito-identity.<AWS::Region>.<AWS::URLSuffix> "
+        # a large upload's presigned PUT goes straight to the documents bucket (global and regional names)
+        f"https://<{ids['uploads']}>.s3.<AWS::URLSuffix> https://<{ids['uploads']}.RegionalDomainName>"
     )
     local = SECURITY_HEADERS["content-security-policy"]
     assert text(security["ContentSecurityPolicy"]["ContentSecurityPolicy"]) == local.replace(
@@ -168,8 +171,13 @@ def test_the_user_pool_is_invitation_only_with_a_strong_password_and_a_browser_c
     client = resources[ids["client"]]["Properties"]
     assert client["GenerateSecret"] is False
     assert sorted(client["ExplicitAuthFlows"]) == ["ALLOW_REFRESH_TOKEN_AUTH", "ALLOW_USER_PASSWORD_AUTH"]
-    (group,) = [g["Properties"] for g in of_type(resources, "AWS::Cognito::UserPoolGroup").values()]
-    assert group["GroupName"] == "operators" and group["UserPoolId"] == {"Ref": ids["users"]}
+    groups = {key: g["Properties"] for key, g in of_type(resources, "AWS::Cognito::UserPoolGroup").items()}
+    assert sorted(g["GroupName"] for g in groups.values()) == ["chat-users", "operators", "patients"]
+    assert all(g["UserPoolId"] == {"Ref": ids["users"]} for g in groups.values())
+    # The operators group keeps the logical id it was first deployed with: a new one would replace it,
+    # and with it every operator's membership.
+    (operators,) = [key for key, g in groups.items() if g["GroupName"] == "operators"]
+    assert operators.startswith("ConsoleOperatorsGroup")
 
 
 def test_the_identity_pool_has_no_unauthenticated_identities(resources: dict[str, Any], ids: dict[str, str]) -> None:

@@ -34,6 +34,7 @@ CORE = ROOT / "layers" / "core" / "python"
 # What each function's entry imports; the REST capabilities load only their own routers.
 ENTRY_MODULES = {
     "authorizer": ["flowledger.api.authorizer"],
+    "token_claims": ["flowledger.api.token_claims"],
     "core": ["flowledger.api.registry", "flowledger.api.core"],
     "audit": ["flowledger.api.registry", "flowledger.api.audit"],
     "research": ["flowledger.api.registry", "flowledger.api.research"],

@@ -5,6 +5,9 @@ Locally ``config.json`` is made per request: it hands a page opened on loopback 
 credentials (for SigV4 in the browser), a demo patient's token and the dev user's chat token. None
 of them goes to a page opened from another host, or through a name other than a loopback one: a page
 of another site that rebinds its DNS name to 127.0.0.1 asks with its own ``Host``, and gets none.
+
+The pages connect to this origin only, and to one more locally: the embedded AWS endpoint, which a
+large upload's presigned PUT goes to (in AWS the CSP is CloudFront's: infra/constructs/console.py).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.middleware.gzip import GZipMiddleware
@@ -29,8 +33,9 @@ PREFIX = "/console"
 CONSOLE_DIR = Path(os.environ.get("FLOWLEDGER_CONSOLE_DIR") or Path(__file__).resolve().parents[5] / "console")
 DEMO_PATIENT = "patient-demo"
 DEV_USER = "dev-user"  # the chat page's user: the same subject as the printed development token
-PATIENT_TOKEN_TTL_SECONDS = 3600
+PAGE_TOKEN_TTL_SECONDS = 3600  # the tokens a loopback page gets; it asks again on every load
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+CONNECT_SRC = "connect-src 'self'"
 # The console loads nothing from elsewhere and is framed by nothing; the API is this same origin.
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -55,6 +60,19 @@ def is_loopback_request(scope: Scope) -> bool:
     return from_loopback and name in LOOPBACK_NAMES
 
 
+def _local_token(directory: DataDir, sub: str, scopes: list[str], patient_id: str | None = None) -> str:
+    return mint_token(
+        private_key_pem=directory.private_key_pem(),
+        kid=directory.key_id(),
+        issuer=LOCAL_ISSUER,
+        audience=LOCAL_AUDIENCE,
+        sub=sub,
+        scopes=scopes,
+        patient_id=patient_id,
+        ttl_seconds=PAGE_TOKEN_TTL_SECONDS,
+    )
+
+
 def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any]:
     """What the console's pages read from ``/console/config.json`` on the dev server."""
     credentials = directory.admin_credentials()
@@ -64,30 +82,33 @@ def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any
             "access_key_id": credentials.access_key_id,
             "secret_access_key": credentials.secret_access_key,
         }
-        config["patient_token"] = mint_token(
-            private_key_pem=directory.private_key_pem(),
-            kid=directory.key_id(),
-            issuer=LOCAL_ISSUER,
-            audience=LOCAL_AUDIENCE,
-            sub=DEMO_PATIENT,
-            scopes=["reasoning.read"],
-            patient_id=DEMO_PATIENT,
-            ttl_seconds=PATIENT_TOKEN_TTL_SECONDS,
-        )
-        config["user_token"] = mint_token(
-            private_key_pem=directory.private_key_pem(),
-            kid=directory.key_id(),
-            issuer=LOCAL_ISSUER,
-            audience=LOCAL_AUDIENCE,
-            sub=DEV_USER,
-            scopes=["chat", "documents"],
-            ttl_seconds=PATIENT_TOKEN_TTL_SECONDS,
-        )
+        config["patient_token"] = _local_token(directory, DEMO_PATIENT, ["reasoning.read"], patient_id=DEMO_PATIENT)
+        config["user_token"] = _local_token(directory, DEV_USER, ["chat", "documents"])
     return config
+
+
+def security_headers(aws_endpoint: str | None = None) -> dict[str, str]:
+    """``SECURITY_HEADERS``, with ``connect-src`` also allowing ``aws_endpoint``'s origin when one is given.
+
+    A large upload's presigned PUT goes to the storage endpoint, not to the API: locally that is the
+    embedded AWS endpoint on its own port, another origin. Only its origin is added (no path, no wildcard).
+    """
+    if not aws_endpoint:
+        return dict(SECURITY_HEADERS)
+    parts = urlsplit(aws_endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"the embedded AWS endpoint {aws_endpoint!r} is not an http(s) URL")
+    origin = f"{parts.scheme}://{parts.netloc}"
+    policy = SECURITY_HEADERS["content-security-policy"].replace(CONNECT_SRC, f"{CONNECT_SRC} {origin}")
+    return {**SECURITY_HEADERS, "content-security-policy": policy}
 
 
 class _ConsoleFiles(StaticFiles):
     """The files under ``console/``; an address that is no file (``/console/flows/f-1``) gets the page shell."""
+
+    def __init__(self, *, headers: dict[str, str], **options: Any) -> None:
+        super().__init__(**options)
+        self._headers = headers
 
     async def get_response(self, path: str, scope: Scope) -> Response:
         try:
@@ -95,15 +116,19 @@ class _ConsoleFiles(StaticFiles):
         except HTTPException as exc:
             # No exception middleware sits in front of this app: a refusal becomes a plain answer here.
             if exc.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
-                return Response(exc.detail, status_code=exc.status_code, headers=SECURITY_HEADERS)
+                return Response(exc.detail, status_code=exc.status_code, headers=self._headers)
             response = FileResponse(Path(str(self.directory)) / "index.html", media_type="text/html")
-        response.headers.update(SECURITY_HEADERS)
+        response.headers.update(self._headers)
         return response
 
 
-def console_app(directory: DataDir, root: Path = CONSOLE_DIR) -> ASGIApp:
-    """An ASGI app for ``/console`` and everything under it (GET and HEAD), compressed when asked."""
-    files = _ConsoleFiles(directory=root, html=True, check_dir=False)
+def console_app(directory: DataDir, root: Path = CONSOLE_DIR, *, aws_endpoint: str | None = None) -> ASGIApp:
+    """An ASGI app for ``/console`` and everything under it (GET and HEAD), compressed when asked.
+
+    ``aws_endpoint`` (the embedded AWS endpoint) is the one other origin the pages may connect to.
+    """
+    headers = security_headers(aws_endpoint)
+    files = _ConsoleFiles(headers=headers, directory=root, html=True, check_dir=False)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -112,8 +137,9 @@ def console_app(directory: DataDir, root: Path = CONSOLE_DIR) -> ASGIApp:
             return
         if path == f"{PREFIX}/config.json":
             body = json.dumps(local_console_config(directory, loopback=is_loopback_request(scope)))
-            headers = {**SECURITY_HEADERS, "cache-control": "no-store"}
-            await Response(body, media_type="application/json", headers=headers)(scope, receive, send)
+            await Response(body, media_type="application/json", headers={**headers, "cache-control": "no-store"})(
+                scope, receive, send
+            )
             return
         if not root.is_dir():
             await Response("the console's files are not installed here", status_code=404)(scope, receive, send)

@@ -127,7 +127,7 @@ def start_local_stack(
         settings = with_demo_database(settings, directory)
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
-        provision_all(services.aws, settings.aws_region, settings.data_key_id)
+        provision_all(services.aws, settings.aws_region, settings.data_key_id, upload_origins=settings.cors_origin_list)
         if restored is None:  # a restored store keeps what its user made of the demo documents
             seed_demo_documents(services)
         demo_table = ensure_demo_table(services)
@@ -203,7 +203,7 @@ def _gateway(settings: Settings, services: Services, directory: DataDir, functio
             "/docs": lambda: ("text/html; charset=utf-8", docs),
             "/.well-known/jwks.json": lambda: ("application/json", jwks),
         },
-        console=console_app(directory),
+        console=console_app(directory, aws_endpoint=settings.aws_endpoint_url),
     )
     chat_paths = {path: item for path, item in document["paths"].items() if path.startswith("/api/chat")}
     gateway.mount("chat", create_app(lambda: services), routes_of(chat_paths, function="chat"))

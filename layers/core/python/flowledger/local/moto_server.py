@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from moto.moto_server import werkzeug_app
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -28,6 +29,10 @@ from flowledger.local import moto_reads, moto_state, moto_transactions
 from flowledger.local.moto_state import SnapshotInfo, StateCounts
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+# moto answers every browser with "any origin" unless told not to; S3 answers only by the bucket's own
+# CORS rules (the console's presigned PUT, store/provision.py). Read when each service's app is built.
+werkzeug_app.DISABLE_GLOBAL_CORS = True  # type: ignore[attr-defined]
 
 # Calls that never change moto's state. Anything not listed counts as a change: a needless snapshot
 # costs a file write, a missed one loses data. DynamoDB and KMS name the call in X-Amz-Target.

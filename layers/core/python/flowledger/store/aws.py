@@ -33,7 +33,13 @@ class AwsClients:
             region_name=self._settings.aws_region,
             endpoint_url=self._settings.aws_endpoint_url,
             # Standard retry mode backs off on throttling; few attempts, since callers hold a request open.
-            config=Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=3, read_timeout=10),
+            config=Config(
+                retries={"max_attempts": 4, "mode": "standard"},
+                connect_timeout=3,
+                read_timeout=10,
+                # SigV4 for presigned URLs too: S3 refuses SigV2 on buckets made since June 2020.
+                signature_version="s3v4" if service == "s3" else None,
+            ),
         )
 
     @cached_property

@@ -1,14 +1,25 @@
 """Create the declared tables and buckets through the AWS API (embedded server and tests).
 
-In AWS, CDK creates them from the same specs; this module never runs there.
+In AWS, CDK creates them from the same specs; this module never runs there. The one browser-facing
+rule both share is here: the documents bucket's CORS, for a large upload's presigned PUT from the console.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from flowledger.store.aws import AwsClients
 from flowledger.store.tables import BUCKETS, TABLES, BucketSpec, Index, Key, TableSpec
+
+# The bucket the console PUTs a large upload into, through the URL workspaces/documents.py presigns.
+UPLOAD_BUCKET = "documents"
+UPLOAD_METHODS = ("PUT",)  # the browser only ever writes there; reads go through the API
+# The presigned PUT signs only ``host``, and the page sends its bytes with no header of its own, so the
+# preflight asks for none; a header the page adds (or a signed one) must be allowed here too.
+UPLOAD_HEADERS: tuple[str, ...] = ()
+UPLOAD_EXPOSED_HEADERS = ("ETag",)
+UPLOAD_PREFLIGHT_MAX_AGE_SECONDS = 600
 
 
 def _key_schema(partition: Key, sort: Key | None) -> list[dict[str, str]]:
@@ -120,10 +131,40 @@ def create_data_key(aws: AwsClients, alias: str) -> None:
     aws.kms.create_alias(AliasName=alias, TargetKeyId=key_id)
 
 
-def provision_all(aws: AwsClients, region: str, data_key_alias: str) -> None:
-    """Create every declared table and bucket, and the data key."""
+def upload_cors_rule(origins: Iterable[str]) -> dict[str, Any]:
+    """The documents bucket's CORS rule (S3's ``CORSRule`` shape): PUT only, from the console's ``origins``."""
+    allowed = sorted(set(origins))
+    if not allowed or "*" in allowed:
+        raise ValueError("browser uploads need the console's origins, never a wildcard")
+    rule: dict[str, Any] = {
+        "AllowedMethods": list(UPLOAD_METHODS),
+        "AllowedOrigins": allowed,
+        "ExposeHeaders": list(UPLOAD_EXPOSED_HEADERS),
+        "MaxAgeSeconds": UPLOAD_PREFLIGHT_MAX_AGE_SECONDS,
+    }
+    if UPLOAD_HEADERS:
+        rule["AllowedHeaders"] = list(UPLOAD_HEADERS)
+    return rule
+
+
+def allow_browser_uploads(aws: AwsClients, origins: Iterable[str]) -> None:
+    """Let a page of ``origins`` PUT to the documents bucket (its CORS, replaced whole on every start)."""
+    aws.s3.put_bucket_cors(
+        Bucket=aws.bucket_name(UPLOAD_BUCKET), CORSConfiguration={"CORSRules": [upload_cors_rule(origins)]}
+    )
+
+
+def provision_all(aws: AwsClients, region: str, data_key_alias: str, *, upload_origins: Iterable[str] = ()) -> None:
+    """Create every declared table and bucket, and the data key; with ``upload_origins``, the uploads' CORS.
+
+    The CORS rule is written even for a bucket that exists (a restored store), since the dev server's
+    origin changes with its port.
+    """
     for table in TABLES:
         create_table(aws, table)
     for bucket in BUCKETS:
         create_bucket(aws, bucket, region)
+    origins = list(upload_origins)
+    if origins:
+        allow_browser_uploads(aws, origins)
     create_data_key(aws, data_key_alias)
