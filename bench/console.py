@@ -29,6 +29,7 @@ import httpx
 from serving import free_port, wait_for
 
 from flowledger.ids import new_id
+from flowledger.local.datadir import DataDir
 
 FLOWLEDGER = [sys.executable, "-m", "flowledger.cli"]
 CHROMIUM = os.environ.get("FLOWLEDGER_CHROMIUM", "/usr/bin/chromium")
@@ -163,22 +164,7 @@ def main() -> int:
         try:
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/health", server)
-            token = subprocess.run(
-                [
-                    *FLOWLEDGER,
-                    "token",
-                    "--data-dir",
-                    str(data_dir),
-                    "--sub",
-                    "bench-console",
-                    "--scopes",
-                    "reasoning.write",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                env=environment,
-            ).stdout.strip()
+            token = DataDir(data_dir).token("bench-console", ["reasoning.write"])
             flow_id, edges = seed(base, token)
             url = f"{base}/console/flows/{flow_id}"
             with sync_playwright() as playwright:

@@ -205,23 +205,7 @@ def main() -> int:
             base, sink_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{sink_port}"
             wait_for(f"{base}/health", server)
             wait_for(sink_url, sink)
-            minted = subprocess.run(
-                [
-                    *FLOWLEDGER,
-                    "token",
-                    "--data-dir",
-                    str(data_dir),
-                    "--sub",
-                    "agent-bench",
-                    "--scopes",
-                    "reasoning.write",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                env=environment,
-            )
-            token = minted.stdout.strip()
+            token = DataDir(data_dir).token("agent-bench", ["reasoning.write"])
             ours, theirs, old = Figures(), Figures(), Figures()
             flowledger_flows(base, token, WARMUP, None)
             langfuse_flows(sink_url, WARMUP, None)

@@ -19,8 +19,6 @@ from typing import Any
 import httpx
 import pytest
 
-from flowledger.api.tokens import mint_token
-from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER
 from tests.e2e.conftest import RunningServer, launch_server
 from tests.signing import sigv4_headers
 
@@ -138,16 +136,7 @@ class Api:
         return response
 
     def token(self, sub: str, scopes: list[str], patient_id: str | None = None) -> str:
-        directory = self.server.data_dir
-        return mint_token(
-            private_key_pem=directory.private_key_pem(),
-            kid=directory.key_id(),
-            issuer=LOCAL_ISSUER,
-            audience=LOCAL_AUDIENCE,
-            sub=sub,
-            scopes=scopes,
-            patient_id=patient_id,
-        )
+        return self.server.data_dir.token(sub, scopes, patient_id=patient_id)
 
     def bearer(self, method: str, path: str, token: str, body: Any = None, expect: int | None = None) -> httpx.Response:
         response = httpx.request(

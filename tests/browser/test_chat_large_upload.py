@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from flowledger.local.datadir import DEV_USER
 from tests.browser.conftest import Api, open_console, screenshot
 from tests.e2e.conftest import RunningServer, launch_server
 
-DEV_USER = "dev-user"  # the subject of the token config.json hands a loopback page
 INLINE_LIMIT = 180 * 1024  # chat_upload.js sends files up to this size inline
 MONTHS = [f"2026-{m:02d}" for m in range(1, 13)]
 REGIONS = ("north", "south", "east", "west")

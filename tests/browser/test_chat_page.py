@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from flowledger.local.datadir import DEV_USER
 from tests.browser.conftest import PHONE, Api, open_console, screenshot, serious_violations
 from tests.e2e.conftest import RunningServer, launch_server
 
-DEV_USER = "dev-user"  # the subject of the token config.json hands a loopback page
 DEMO_QUESTION = "Why did checkout fail last night?"
 SALES_CSV = (
     b"month,region,store,amount\n"

@@ -93,23 +93,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from flowledger.api.tokens import mint_token
-    from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir
+    from flowledger.local.datadir import DataDir
 
-    directory = DataDir(Path(args.data_dir))
     scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
-    print(
-        mint_token(
-            private_key_pem=directory.private_key_pem(),
-            kid=directory.key_id(),
-            issuer=LOCAL_ISSUER,
-            audience=LOCAL_AUDIENCE,
-            sub=args.sub,
-            scopes=scopes,
-            patient_id=args.patient_id,
-            ttl_seconds=args.ttl,
-        )
-    )
+    print(DataDir(Path(args.data_dir)).token(args.sub, scopes, patient_id=args.patient_id, ttl_seconds=args.ttl))
     return 0
 
 

@@ -25,14 +25,12 @@ from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flowledger.api.tokens import mint_token
-from flowledger.local.datadir import LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir
+from flowledger.local.datadir import DEV_USER, DataDir
 
 PREFIX = "/console"
 # The console is a static site beside the Lambda code, not part of any layer (see infra/constructs/console.py).
 CONSOLE_DIR = Path(os.environ.get("FLOWLEDGER_CONSOLE_DIR") or Path(__file__).resolve().parents[5] / "console")
 DEMO_PATIENT = "patient-demo"
-DEV_USER = "dev-user"  # the chat page's user: the same subject as the printed development token
 PAGE_TOKEN_TTL_SECONDS = 3600  # the tokens a loopback page gets; it asks again on every load
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 CONNECT_SRC = "connect-src 'self'"
@@ -60,19 +58,6 @@ def is_loopback_request(scope: Scope) -> bool:
     return from_loopback and name in LOOPBACK_NAMES
 
 
-def _local_token(directory: DataDir, sub: str, scopes: list[str], patient_id: str | None = None) -> str:
-    return mint_token(
-        private_key_pem=directory.private_key_pem(),
-        kid=directory.key_id(),
-        issuer=LOCAL_ISSUER,
-        audience=LOCAL_AUDIENCE,
-        sub=sub,
-        scopes=scopes,
-        patient_id=patient_id,
-        ttl_seconds=PAGE_TOKEN_TTL_SECONDS,
-    )
-
-
 def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any]:
     """What the console's pages read from ``/console/config.json`` on the dev server."""
     credentials = directory.admin_credentials()
@@ -82,8 +67,11 @@ def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any
             "access_key_id": credentials.access_key_id,
             "secret_access_key": credentials.secret_access_key,
         }
-        config["patient_token"] = _local_token(directory, DEMO_PATIENT, ["reasoning.read"], patient_id=DEMO_PATIENT)
-        config["user_token"] = _local_token(directory, DEV_USER, ["chat", "documents"])
+        ttl = PAGE_TOKEN_TTL_SECONDS
+        config["patient_token"] = directory.token(
+            DEMO_PATIENT, ["reasoning.read"], patient_id=DEMO_PATIENT, ttl_seconds=ttl
+        )
+        config["user_token"] = directory.token(DEV_USER, ["chat", "documents"], ttl_seconds=ttl)
     return config
 
 

@@ -31,6 +31,7 @@ EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_AUDIENCE = "flowledger"
 LOCAL_ISSUER = "flowledger-local"
+DEV_USER = "dev-user"  # the local developer: the printed token's subject, and the console chat page's user
 STATE_FILE = "aws-state.pickle"  # the embedded store's snapshot (local/moto_state.py)
 DEMO_DATABASE_FILE = "demo-incident.sqlite"  # built with the demo logs on a fresh store
 
@@ -120,6 +121,21 @@ class DataDir:
         if not self._key_file.exists():
             raise ConfigurationError(f"no signing key in {self.path}; start `flowledger serve` first")
         return self._key_file.read_bytes()
+
+    def token(self, sub: str, scopes: list[str], *, patient_id: str | None = None, ttl_seconds: int = 3600) -> str:
+        """A bearer token from this data dir's local issuer (what the dev server's verifier accepts)."""
+        from flowledger.api.tokens import mint_token  # jwt signing: only for the commands that mint
+
+        return mint_token(
+            private_key_pem=self.private_key_pem(),
+            kid=self.key_id(),
+            issuer=LOCAL_ISSUER,
+            audience=LOCAL_AUDIENCE,
+            sub=sub,
+            scopes=scopes,
+            patient_id=patient_id,
+            ttl_seconds=ttl_seconds,
+        )
 
     def key_id(self) -> str:
         """A stable key id: the SHA-256 of the public key, base64url, shortened."""

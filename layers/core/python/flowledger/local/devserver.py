@@ -25,7 +25,7 @@ from flowledger.api.chat_app import create_app
 from flowledger.api.openapi import openapi_document
 from flowledger.api.registry import rest_routes
 from flowledger.api.routes import routes_of
-from flowledger.api.tokens import SCOPES, TokenVerifier, mint_token
+from flowledger.api.tokens import SCOPES, TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
 from flowledger.diagnosis.demo_database import build_demo_database
 from flowledger.diagnosis.demo_incident import DEMO_QUESTION
@@ -34,7 +34,14 @@ from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.local.console import console_app
-from flowledger.local.datadir import EMBEDDED_CREDENTIALS, LOCAL_AUDIENCE, LOCAL_ISSUER, DataDir, LocalEndpoints
+from flowledger.local.datadir import (
+    DEV_USER,
+    EMBEDDED_CREDENTIALS,
+    LOCAL_AUDIENCE,
+    LOCAL_ISSUER,
+    DataDir,
+    LocalEndpoints,
+)
 from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway
@@ -251,15 +258,7 @@ def seed_demo_documents(services: Services) -> int:
 
 def development_token(directory: DataDir) -> str:
     """A token with every scope for the local developer (printed by ``serve``)."""
-    return mint_token(
-        private_key_pem=directory.private_key_pem(),
-        kid=directory.key_id(),
-        issuer=LOCAL_ISSUER,
-        audience=LOCAL_AUDIENCE,
-        sub="dev-user",
-        scopes=sorted(SCOPES),
-        ttl_seconds=DEV_TOKEN_TTL_SECONDS,
-    )
+    return directory.token(DEV_USER, sorted(SCOPES), ttl_seconds=DEV_TOKEN_TTL_SECONDS)
 
 
 def serve(data_dir: Path, host: str, port: int, *, reset: bool = False, workers: int = DEFAULT_WORKERS) -> None:
