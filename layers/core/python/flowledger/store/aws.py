@@ -6,11 +6,23 @@ that never touches S3 never builds an S3 client.
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from flowledger.config import Settings
 from flowledger.store.tables import physical_bucket_name, physical_table_name
+
+
+@cache
+def _shared_loader() -> Any:
+    """One botocore data loader for the process, so each service's model (a JSON file of up to a few MB)
+    is parsed once however many sessions the process makes. Every ``AwsClients`` needs a session of its
+    own (the embedded store's credentials differ from the role's), and a new session's own loader would
+    parse the models again: about 50 ms a service, paid by the dev server's workers, the CLI and every
+    test for each set of clients."""
+    from botocore.loaders import create_loader
+
+    return create_loader()
 
 
 class AwsClients:
@@ -23,13 +35,19 @@ class AwsClients:
         self._static_credentials = static_credentials
 
     def _client(self, service: str) -> Any:
-        # boto3 is imported on first use: a function that never calls AWS never loads it (~120 ms).
-        import boto3
+        # botocore is imported on first use: a function that never calls AWS never loads it (~120 ms).
+        # Plain botocore clients (paginators and waiters included): boto3's session would add its own
+        # resource path to the shared loader at every session, and only its resources need it.
+        import botocore.session
         from botocore.config import Config
 
         key_id, secret = self._static_credentials or (None, None)
-        return boto3.session.Session(aws_access_key_id=key_id, aws_secret_access_key=secret).client(
+        session = botocore.session.get_session()
+        session.register_component("data_loader", _shared_loader())
+        return session.create_client(
             service,
+            aws_access_key_id=key_id,
+            aws_secret_access_key=secret,
             region_name=self._settings.aws_region,
             endpoint_url=self._settings.aws_endpoint_url,
             # Standard retry mode backs off on throttling; few attempts, since callers hold a request open.

@@ -38,11 +38,21 @@ def _index(index: Index) -> dict[str, Any]:
     return {"IndexName": index.name, "KeySchema": _key_schema(index.partition, index.sort), "Projection": projection}
 
 
+def _table_exists(client: Any, name: str) -> bool:
+    # One DescribeTable, not ListTables: a listing comes 100 names a page and costs more with every
+    # table in the account (a shared test account holds hundreds).
+    try:
+        client.describe_table(TableName=name)
+    except client.exceptions.ResourceNotFoundException:
+        return False
+    return True
+
+
 def create_table(aws: AwsClients, spec: TableSpec) -> None:
     """Create one table (on-demand, with its indexes and TTL) if it does not exist yet."""
     name = aws.table_name(spec.name)
     client = aws.dynamodb
-    if name in client.list_tables()["TableNames"]:
+    if _table_exists(client, name):
         add_missing_indexes(aws, spec)
         return
     request: dict[str, Any] = {
@@ -98,11 +108,23 @@ def _wait_until_active(client: Any, table: str, index: str, attempts: int = 120)
     raise TimeoutError(f"index {index} of {table} did not become active")
 
 
+def _bucket_exists(client: Any, name: str) -> bool:
+    # HeadBucket, not ListBuckets: the listing returns every bucket of the account, each time.
+    from botocore.exceptions import ClientError
+
+    try:
+        client.head_bucket(Bucket=name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket"):
+            return False
+        raise
+    return True
+
+
 def create_bucket(aws: AwsClients, spec: BucketSpec, region: str) -> None:
     """Create one bucket (versioned, Object Lock where declared) if it does not exist yet."""
     name = aws.bucket_name(spec.name)
-    existing = {bucket["Name"] for bucket in aws.s3.list_buckets().get("Buckets", [])}
-    if name in existing:
+    if _bucket_exists(aws.s3, name):
         return
     request: dict[str, Any] = {"Bucket": name}
     if region != "us-east-1":
