@@ -13,7 +13,12 @@ LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-
 	--no-emit-trusted-host --resolver=backtracking
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: install lock audit run test lint format synth synth-check bench clean
+# pytest on every core of the machine; a module's tests stay on one worker (loadscope), so a server or
+# synth a module shares is built once. The 30 slowest tests close every run.
+PYTEST_PARALLEL := -n auto --dist loadscope --durations=30
+PHASE := scripts/phase.sh
+
+.PHONY: install lock audit run test test-fast lint format synth synth-check bench clean
 
 install: $(STAMP)
 
@@ -39,8 +44,13 @@ audit: install  ## known vulnerabilities in the locked dependencies (nothing is 
 run: install  ## the dev server on http://127.0.0.1:8000 (embedded AWS, offline model unless configured)
 	$(BIN)/flowledger serve
 
-test: lint  ## ruff, mypy, then every test layer
-	$(BIN)/pytest
+test: install  ## ruff, mypy, then every test layer, on every core
+	$(PHASE) "lint and types" $(MAKE) --no-print-directory lint
+	$(PHASE) tests $(BIN)/pytest $(PYTEST_PARALLEL)
+
+test-fast: install  ## the inner loop: ruff, mypy, then the unit and integration layers only
+	$(PHASE) "lint and types" $(MAKE) --no-print-directory lint
+	$(PHASE) "unit+integration" $(BIN)/pytest $(PYTEST_PARALLEL) tests/unit tests/integration
 
 lint: install
 	$(BIN)/ruff check .

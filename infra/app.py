@@ -15,13 +15,16 @@ from infra.stack import FlowledgerStack, StackSettings
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_app(skip_dependencies_layer: bool | None = None) -> App:
-    """The app with its one stack; ``skip_dependencies_layer`` is for synths that never deploy."""
+def build_app(skip_dependencies_layer: bool | None = None, outdir: Path | None = None) -> App:
+    """The app with its one stack; ``skip_dependencies_layer`` is for synths that never deploy, ``outdir``
+    for synths that must not share ``cdk.out`` (tests running in parallel)."""
     # The `cdk` CLI passes cdk.json's context and an output folder itself; `python infra/app.py`
     # reads the context here (the CLI's values win) and writes to cdk.out like the CLI would.
+    if outdir is None and "CDK_OUTDIR" not in os.environ:
+        outdir = ROOT / "cdk.out"
     app = App(
         context=json.loads((ROOT / "cdk.json").read_text())["context"],
-        outdir=None if "CDK_OUTDIR" in os.environ else str(ROOT / "cdk.out"),
+        outdir=None if outdir is None else str(outdir),
     )
     context = app.node.try_get_context
     if skip_dependencies_layer is None:

@@ -13,11 +13,29 @@ from typing import Any
 
 import pytest
 
+import tests.hypothesis_profiles  # noqa: F401 - registers and loads the profile before any test module
+
 # jsii warns on every CDK import under Node 20; the CDK works on it (see ARCHITECTURE.md section 2).
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = Path(__file__).parent / "fixtures" / "events"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test gets a node id of its own, as xdist needs to tell them apart.
+
+    schemathesis names each operation's test ``test_x[GET /path]`` but leaves the function's node id on
+    all of them; xdist's module scheduling (``--dist loadscope``) keys tests by node id and would run one
+    of them and silently drop the rest. Any other duplicate stops the run rather than lose tests.
+    """
+    for item in items:
+        if "[" in item.name and "[" not in item.nodeid and item.parent is not None:
+            item._id = item.parent.id.child(item.name)  # the id pytest gives any parametrized test
+    seen: set[str] = set()
+    duplicates = {item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)}
+    if duplicates:
+        raise pytest.UsageError(f"tests sharing a node id (xdist would drop all but one): {sorted(duplicates)[:5]}")
 
 
 def load_event(name: str) -> dict[str, Any]:

@@ -156,6 +156,7 @@ def test_sigterm_stops_the_server_within_seconds_with_requests_in_flight(
     chat = "Bearer " + token(server, "--sub", "leaver", "--scopes", "chat")
     signer = Signer(server)
     stop = threading.Event()
+    answered: set[int] = set()
 
     def keep_busy(n: int) -> None:
         with httpx.Client(base_url=server.base_url, timeout=10) as client:
@@ -167,12 +168,17 @@ def test_sigterm_stops_the_server_within_seconds_with_requests_in_flight(
                         )
                     else:
                         client.post(PULL, content=b"{}", headers=signer.headers("POST", PULL, b"{}"))
+                    answered.add(n)
                 except httpx.TransportError:
                     return  # the server went away, as asked
 
     with ThreadPoolExecutor(8) as pool:
         busy = [pool.submit(keep_busy, n) for n in range(8)]
-        time.sleep(2)
+        # Every client has had an answer and has sent its next request: the signal meets requests in flight.
+        deadline = time.monotonic() + 30
+        while len(answered) < 8:
+            assert time.monotonic() < deadline, f"only clients {sorted(answered)} were answered"
+            time.sleep(0.05)
         sent = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         # A liveness bound, not a benchmark: graceful shutdown allows 3 s for requests in flight.

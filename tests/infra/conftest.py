@@ -8,12 +8,14 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
+from tests.infra.synth import outdir
+
 
 @pytest.fixture(scope="session")
 def app() -> App:
     from infra.app import build_app
 
-    app = build_app(skip_dependencies_layer=True)
+    app = build_app(skip_dependencies_layer=True, outdir=outdir())
     app.synth()  # runs cdk-nag: raises on any unacknowledged finding
     return app
 

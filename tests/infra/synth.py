@@ -6,10 +6,23 @@ so the app's ``App`` is swapped for one that adds the context to cdk.json's.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk import App
+
+
+@cache
+def outdir() -> Path:
+    """This test process's own cloud assembly folder: parallel workers never write one ``cdk.out`` at once."""
+    folder = Path(tempfile.mkdtemp(prefix="flowledger-cdk-out-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def app_with(context: dict[str, Any]) -> App:
@@ -23,7 +36,7 @@ def app_with(context: dict[str, Any]) -> App:
     extra = context
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cdk_app, "App", AppWithContext)
-        return cdk_app.build_app(skip_dependencies_layer=True)
+        return cdk_app.build_app(skip_dependencies_layer=True, outdir=outdir())
 
 
 def resources_with(context: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from flowledger.local import moto_state
 from flowledger.local.datadir import STATE_FILE as STATE_FILE_NAME
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer, may_change_state
-from flowledger.local.moto_state import PeriodicSnapshots, StateCounts
+from flowledger.local.moto_state import PeriodicSnapshots, SnapshotInfo, StateCounts
 from flowledger.services import Services, build_services
 from flowledger.store.aws import AwsClients
 from flowledger.store.provision import provision_all
@@ -387,6 +387,18 @@ def test_a_file_from_another_moto_version_is_refused(
     )
 
 
+class CountedSnapshots:
+    """The server as the snapshot thread sees it, counting the intervals at which it was asked."""
+
+    def __init__(self, server: LockedMotoServer) -> None:
+        self._server = server
+        self.calls = 0
+
+    def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo:
+        self.calls += 1
+        return self._server.snapshot(path, force=force)
+
+
 def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -398,12 +410,14 @@ def test_periodic_snapshots_write_after_a_change_and_on_stop(
     server: LockedMotoServer, store: Services, state_file: Path
 ) -> None:
     consents = store.aws.table_name("consents")
-    periodic = PeriodicSnapshots(server, state_file, interval_seconds=0.05)
+    ticks = CountedSnapshots(server)
+    periodic = PeriodicSnapshots(ticks, state_file, interval_seconds=0.05)
     periodic.start()
     store.aws.dynamodb.put_item(TableName=consents, Item={"patient_id": {"S": "p-1"}})
     _wait_for(lambda: periodic.last is not None and periodic.last.counts.items == 1)
     written_at = state_file.stat().st_mtime_ns
-    time.sleep(0.3)  # several intervals with nothing changed
+    seen = ticks.calls
+    _wait_for(lambda: ticks.calls >= seen + 3)  # several intervals with nothing changed
     assert state_file.stat().st_mtime_ns == written_at
     assert periodic.last is not None and not periodic.last.written
 

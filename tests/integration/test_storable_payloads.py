@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.hypothesis_profiles import examples
 from tests.integration import test_reasoning_routes as reasoning
 from tests.integration.test_reasoning_routes import ADMIN, WRITER, Call, close, open_flow
 
@@ -84,7 +85,7 @@ def add_step(call: Call, flow_id: str, body: dict[str, Any]) -> tuple[int, Any]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -17,6 +17,7 @@ from flowledger.knowledge.scopes import (
     check_lookup_scopes,
     check_scope,
 )
+from tests.hypothesis_profiles import examples
 
 WORDS = ["ledger", "merkle", "zebra", "giraffe", "checkout", "queue", "restart", "the", "of", "runbook"]
 texts = st.lists(st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join), min_size=1, max_size=12)
@@ -26,7 +27,7 @@ def corpus(scope: str, bodies: list[str], version: int = 1) -> ScopeCorpus:
     return ScopeCorpus.build(scope, version, [Chunk(f"doc_{scope}_{n}", "T", 1, text) for n, text in enumerate(bodies)])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(texts, st.integers(min_value=0, max_value=12), st.lists(st.sampled_from(WORDS), min_size=1, max_size=4))
 def test_ranking_split_scopes_equals_bm25_over_their_union(bodies: list[str], cut: int, query_words: list[str]) -> None:
     query = " ".join(query_words)

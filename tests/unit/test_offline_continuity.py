@@ -30,6 +30,7 @@ from flowledger.tabular import (
     parse_plan,
     run_plan,
 )
+from tests.hypothesis_profiles import examples
 from tests.unit.test_continuity_refs import ref_fields
 
 MODEL = OfflineChatModel()
@@ -282,7 +283,7 @@ PROPERTY_COLUMNS = [("region", "VARCHAR"), ("store", "VARCHAR"), ("month", "DATE
 PROPERTY_COLUMNS += [("units", "BIGINT"), ("rows", "BIGINT")]  # a column named like the count's alias
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(words=st.lists(st.sampled_from(_VOCABULARY), max_size=14), refine=st.booleans())
 def test_every_plan_passes_check_plan(words: list[str], refine: bool) -> None:
     columns = [TabularColumn(name=name, type=kind) for name, kind in PROPERTY_COLUMNS]

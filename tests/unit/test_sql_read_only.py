@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from flowledger.diagnosis.sql import MAX_SQL_CHARS, CheckedQuery, UnsafeQuery, check_read_only
+from tests.hypothesis_profiles import examples
 
 ONE = "exactly one statement"
 EXECUTABLE = "executable comments"
@@ -324,7 +325,7 @@ _WORDS = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(words=st.lists(_WORDS, max_size=14), dialect=st.sampled_from(["sqlite", "mysql"]))
 def test_whatever_passes_is_one_capped_select(words: list[str], dialect: str) -> None:
     try:

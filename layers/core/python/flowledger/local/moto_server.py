@@ -128,7 +128,11 @@ class LockedMotoServer:
         moto_transactions.install()
         moto_reads.install()
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=MotoRequestHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
+        # serve_forever looks for a shutdown request between polls: 0.1 s, not its 0.5 s default, bounds
+        # how long stop() waits (every test server and the dev server's Ctrl-C pay it).
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="moto", daemon=True
+        )
         self._thread.start()
         return self.endpoint_url
 
