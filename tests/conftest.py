@@ -38,6 +38,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(f"tests sharing a node id (xdist would drop all but one): {sorted(duplicates)[:5]}")
 
 
+# The layers whose modules share a server or a synth (module-scoped fixtures): under `--dist loadscope`
+# a module of these runs whole on one worker, so each is built once; every other test is scheduled on
+# its own, which keeps both cores busy to the end. (xdist's own `loadgroup` marks have no effect on
+# pytest 9.2, which no longer reads the node id xdist rewrites.)
+SHARED_FIXTURE_LAYERS = ("tests/e2e/", "tests/browser/", "tests/infra/")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServersTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid.split("::", 1)[0] if nodeid.startswith(SHARED_FIXTURE_LAYERS) else nodeid
+
+    return ServersTogether(config, log)
+
+
 def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / f"{name}.json").read_text())
 

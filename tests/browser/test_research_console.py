@@ -210,7 +210,12 @@ def test_trigger_deeper_research_queues_a_row_the_backlog_counts(page: Any, seed
     page.wait_for_selector(f".backlog .chip[data-status='pending'][data-count='{pending + 1}']")
     # A second click is a new request (a fresh idempotency key), not the same one again.
     page.get_by_role("button", name="Trigger deeper research").click()
-    page.wait_for_function(f"document.querySelector('.request-id')?.textContent !== '{request_id}'")
+    # Another id shown, not merely the old one gone: the panel clears it while the request is in flight.
+    page.wait_for_function(
+        "old => /^rq_[0-9a-f]{26}$/.test(document.querySelector('.request-id')?.textContent ?? '')"
+        " && document.querySelector('.request-id').textContent !== old",
+        arg=request_id,
+    )
     assert backlog(seeded.api)["status_distribution"]["pending"] == pending + 2
 
 
