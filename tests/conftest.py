@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # a module of these runs whole on one worker, so each is built once; every other test is scheduled on
 # its own, which keeps both cores busy to the end. (xdist's own `loadgroup` marks have no effect on
 # pytest 9.2, which no longer reads the node id xdist rewrites.)
-SHARED_FIXTURE_LAYERS = ("tests/e2e/", "tests/browser/", "tests/infra/")
+SHARED_FIXTURE_LAYERS = ("tests/e2e/", "tests/browser/", "tests/infra/", "tests/realmodel/")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
