@@ -16,7 +16,7 @@ from flowledger.chat.usecase import CancelToken
 from flowledger.chat.wiring import build_use_case
 from flowledger.config import load_settings
 from flowledger.identity import Principal
-from flowledger.llm.ports import JsonSchema, Message, Reply, ToolSpec
+from flowledger.llm.ports import DEFAULT_MAX_TOKENS, JsonSchema, Message, Reply, ToolSpec
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
 from flowledger.services import build_services
@@ -39,6 +39,7 @@ class InstantModel:
         schema: JsonSchema | None = None,
         tools: list[ToolSpec] | None = None,
         timeout_seconds: float,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
         return Reply(data={"intent": "SYSTEM_CHAT"}) if schema else Reply(text="Hello.")
 

@@ -61,6 +61,16 @@ def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
 
+@pytest.fixture(autouse=True)
+def fresh_model_modes() -> Iterator[None]:
+    """Each test starts with no remembered model-server modes (they are kept per host:port, and ports recur)."""
+    from flowledger.llm.output_modes import MEMORY
+
+    MEMORY.clear()
+    yield
+    MEMORY.clear()
+
+
 @pytest.fixture
 def load_function() -> Callable[[str], ModuleType]:
     """Import ``functions/<name>/handler.py`` as Lambda would, under a unique module name."""

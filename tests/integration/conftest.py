@@ -131,8 +131,9 @@ class ScriptedOpenAI:
     """An OpenAI-compatible chat completions server on loopback that answers from a script.
 
     Each script entry is one response: ``{"json": obj}``, ``{"text": str}``, ``{"raw": str}``,
-    ``{"status": 500}``, ``{"drop": True}`` (close without answering), ``{"tool_calls": [...]}``, optionally with
-    ``"delay": seconds``; or a callable taking the request body and returning such an entry.
+    ``{"status": 500, "message": "..."}``, ``{"drop": True}`` (close without answering), ``{"tool_calls": [...]}``,
+    optionally with ``"delay": seconds`` or ``"no_usage": True``; or a callable taking the request body and
+    returning such an entry.
     """
 
     def __init__(self) -> None:
@@ -180,7 +181,8 @@ class ScriptedOpenAI:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if "status" in entry:
-                    self._send(entry["status"], {"error": {"message": "scripted failure", "type": "server_error"}})
+                    message = entry.get("message", "scripted failure")
+                    self._send(entry["status"], {"error": {"message": message, "type": "server_error"}})
                     return
                 content = json.dumps(entry["json"]) if "json" in entry else entry.get("text", entry.get("raw"))
                 self._send(
@@ -201,7 +203,11 @@ class ScriptedOpenAI:
                                 },
                             }
                         ],
-                        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                        **(
+                            {}
+                            if entry.get("no_usage")
+                            else {"usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+                        ),
                     },
                 )
 

@@ -20,7 +20,7 @@ import uvicorn
 from pydantic import TypeAdapter
 
 from flowledger.api.chat_app import create_app, final_body
-from flowledger.chat.executors import MAX_LIMITATIONS_CHARS, Executor, ExecutorRun, TurnContext
+from flowledger.chat.executors import MAX_LIMITATIONS_CHARS, SYSTEM_CHAT_LIMITATION, Executor, ExecutorRun, TurnContext
 from flowledger.chat.models import ChatEvent, Intent
 from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import CancelToken, ChatApplicationUseCase
@@ -82,7 +82,8 @@ class Harness:
     def __init__(self, services: Services, scripted: Any, agent: Any = None, model: Any = None) -> None:
         self.services = services
         self.scripted = scripted
-        model = model or OpenAIChatModel("scripted-model", "sk-test", scripted.base_url)
+        # Scripts answer as a native tool-calling server would (the next-action mode: test_openai_adapter).
+        model = model or OpenAIChatModel("scripted-model", "sk-test", scripted.base_url, tool_calling="native")
         self.agent = agent
         self.index = CountingIndex(KnowledgeIndex(services))
         self.use_case: ChatApplicationUseCase = build_use_case(services, model=model, index=self.index)  # type: ignore[arg-type]
@@ -334,7 +335,7 @@ async def test_two_invalid_outputs(harness: Harness, via: str) -> None:
     assert (run.status, run.release_outcome, run.intent) == ("FAILED", "FAILED", None)
 
 
-@pytest.mark.parametrize("status", [400, 401, 404, 422])
+@pytest.mark.parametrize("status", [401, 403, 404])
 async def test_a_model_server_refusal_is_routing_unavailable_without_a_retry(
     harness: Harness, via: str, status: int
 ) -> None:
@@ -346,6 +347,19 @@ async def test_a_model_server_refusal_is_routing_unavailable_without_a_retry(
     run = harness.run(outcome)
     assert (run.status, run.release_outcome, run.intent) == ("FAILED", "FAILED", None)
     assert run.budget_usage["model_calls"] == 1
+    assert run.reason_code == "model_refused_request"  # beside the public code, for the operator
+
+
+async def test_a_refused_response_format_steps_down_and_the_turn_answers(harness: Harness, via: str) -> None:
+    refused = {"status": 500, "message": "response_format.type: Input should be 'text' or 'json_object'"}
+    harness.scripted.script = [refused, route("SYSTEM_CHAT"), {"text": "Hello!"}]
+    outcome = await harness.ask(via, "hello")
+    assert outcome["content"]["text"] == "Hello!"
+    first, second = (r.get("response_format", {}) for r in harness.scripted.requests[:2])
+    assert (first["type"], second["type"]) == ("json_schema", "json_object")
+    run = harness.run(outcome)
+    assert run.model_modes == {"structured_output": "json_object_schema", "tool_calling": "native"}
+    assert run.reason_code is None and run.budget_usage["model_calls"] == 2
 
 
 async def test_a_model_server_refusal_of_the_answer_fails_the_run_cleanly(harness: Harness, via: str) -> None:
@@ -370,7 +384,11 @@ async def test_timeout_or_transport_error_then_valid_route(harness: Harness, via
 async def test_system_chat(harness: Harness, via: str) -> None:
     harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "I can help with documents."}]
     outcome = await harness.ask(via, "what can you do?")
-    assert outcome["content"] == {"text": "I can help with documents.", "references": [], "limitations": None}
+    assert outcome["content"] == {
+        "text": "I can help with documents.",
+        "references": [],
+        "limitations": SYSTEM_CHAT_LIMITATION,
+    }
     assert harness.run(outcome).budget_usage == {"model_calls": 2, "tool_calls": 0, "tokens": 36}  # 18 per call
     assert "tools" not in harness.scripted.requests[1]
 
@@ -693,7 +711,7 @@ async def test_session_history_shows_each_runs_query_and_public_answer(
     assert runs[1]["content"] == {"text": "Conclusion one.", "references": [], "limitations": "Logs only."}
     assert runs[2]["content"]["text"] == "It checkpoints every five minutes."
     assert [r["title"] for r in runs[2]["content"]["references"]] == ["Ledger"]
-    assert runs[3]["content"] == {"text": "Hello!", "references": [], "limitations": None}
+    assert runs[3]["content"] == {"text": "Hello!", "references": [], "limitations": SYSTEM_CHAT_LIMITATION}
     everything = json.dumps(pages)
     assert "published_result" not in everything and '"scope"' not in everything  # never the internals
     assert "call_" not in everything and '"owner"' not in everything

@@ -72,7 +72,7 @@ class Counting:
     name = "flowledger-offline-v1"
     offline = True
 
-    def complete(self, messages: Any, *, schema: Any = None, tools: Any = None, timeout_seconds: float) -> Reply:
+    def complete(self, messages: Any, *, schema: Any = None, tools: Any = None, **bounds: Any) -> Reply:
         key = schema.name if schema is not None else "chat"
         self.calls[key] += 1
         self.messages[key].append(list(messages))
@@ -84,7 +84,7 @@ class Counting:
             if isinstance(step, Exception):
                 raise step
             return step if isinstance(step, Reply) else step(list(messages), self._inner)
-        return self._inner.complete(messages, schema=schema, tools=tools, timeout_seconds=timeout_seconds)
+        return self._inner.complete(messages, schema=schema, tools=tools, **bounds)
 
 
 @pytest.fixture

@@ -68,10 +68,10 @@ class PinnedIntent:
     name = "flowledger-offline-v1"
     offline = True
 
-    def complete(self, messages: Any, *, schema: Any = None, tools: Any = None, timeout_seconds: float) -> Reply:
+    def complete(self, messages: Any, *, schema: Any = None, tools: Any = None, **bounds: Any) -> Reply:
         if schema is not None and schema.name == "intent_route":
             return Reply(data={"intent": self._intent.value}, model=self.name)
-        return self._inner.complete(messages, schema=schema, tools=tools, timeout_seconds=timeout_seconds)
+        return self._inner.complete(messages, schema=schema, tools=tools, **bounds)
 
 
 class Meanwhile:

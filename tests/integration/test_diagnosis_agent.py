@@ -63,7 +63,7 @@ class Diagnosis:
         self, services: Services, scripted: Any, tools: list[DiagnosisTool] | None = None, **budget: Any
     ) -> None:
         self.services, self.scripted = services, scripted
-        model = OpenAIChatModel("scripted-model", "sk-test", scripted.base_url)
+        model = OpenAIChatModel("scripted-model", "sk-test", scripted.base_url, tool_calling="native")
         index = KnowledgeIndex(services)
         self.tools = tools or [QueryLogsTool(services.aws.logs, GROUPS, services.clock), LookupKnowledgeTool(index)]
         self.use_case = build_use_case(services, model=model, index=index)
@@ -111,6 +111,7 @@ class StoredRun:
         self.release_outcome = item.get("release_outcome")
         self.published_result = item.get("published_result")
         self.budget_usage = {k: int(v) for k, v in (item.get("budget_usage") or {}).items()}
+        self.reason_code = item.get("reason_code")
 
 
 def stored_run(services: Services, session_id: str, run_id: str) -> StoredRun:
@@ -400,7 +401,8 @@ async def test_tool_budget_ends_after_finite_checks(services: Services, scripted
     assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
     assert run.budget_usage["tool_calls"] == 2
     assert outcome["content"]["text"].startswith("I could not finish this diagnosis within its tool calls limit")
-    assert "query_logs 1 time" in outcome["content"]["text"]
+    # What was checked, in words a user reads: never the tool's internal name.
+    assert "the logs 1 time" in outcome["content"]["text"] and "query_logs" not in outcome["content"]["text"]
     assert len(harness.model_requests()) == 3  # no extra model call to build the fallback
     assert "error" not in outcome
 
@@ -793,7 +795,8 @@ async def test_a_model_failure_after_an_observation_is_a_fallback(services: Serv
     outcome = await harness.ask("json", QUESTION)
     run = harness.run(outcome)
     assert (run.status, run.release_outcome, run.published_result) == ("SUCCESS", "FALLBACK", None)
-    assert "query_logs 1 time" in outcome["content"]["text"]
+    assert "the logs 1 time" in outcome["content"]["text"] and "query_logs" not in outcome["content"]["text"]
+    assert run.reason_code == "model_transport"  # why, for the operator; the public outcome is unchanged
 
 
 async def test_the_missing_context_fallback_repeats_no_model_text(services: Services, scripted_openai: Any) -> None:

@@ -1,16 +1,42 @@
-"""The real OpenAI adapter against a scripted OpenAI-compatible server: outputs and failures."""
+"""The real OpenAI adapter against a scripted OpenAI-compatible server: outputs, modes and failures."""
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import pytest
 
 from flowledger.chat.models import Intent
 from flowledger.chat.router import SCHEMA, IntentRouter, RoutingUnavailable
-from flowledger.llm.openai_adapter import ModelRejected, OpenAIChatModel
-from flowledger.llm.ports import Message, ModelInvalidOutput, ModelTimeout, ModelTransportError
+from flowledger.llm.openai_adapter import OpenAIChatModel
+from flowledger.llm.ports import (
+    Message,
+    ModelInvalidOutput,
+    ModelRefused,
+    ModelTimeout,
+    ModelTransportError,
+    ToolCall,
+    ToolSpec,
+)
 from flowledger.llm.retry import HarnessRetryPolicies
+
+TOOL = ToolSpec(
+    "query_logs",
+    "Search the logs",
+    {
+        "type": "object",
+        "properties": {"service": {"type": "string"}},
+        "required": ["service"],
+        "additionalProperties": False,
+    },
+)
+# llama-cpp-python 0.3.36's answer to a json_schema response_format (its pydantic model allows two types).
+REFUSED_JSON_SCHEMA = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or "
+    "'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
+)
 
 
 @pytest.fixture
@@ -20,11 +46,19 @@ def model(scripted_openai: Any) -> OpenAIChatModel:
 
 def test_a_strict_schema_is_requested_and_the_object_parsed(model: OpenAIChatModel, scripted_openai: Any) -> None:
     scripted_openai.script = [{"json": {"intent": "DIAGNOSIS"}}]
-    reply = model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5)
+    reply = model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5, max_tokens=64)
     assert reply.data == {"intent": "DIAGNOSIS"} and reply.usage.total == 18
-    sent = scripted_openai.requests[0]["response_format"]
-    assert sent["type"] == "json_schema" and sent["json_schema"]["strict"] is True
-    assert sent["json_schema"]["schema"]["properties"]["intent"]["enum"] == [i.value for i in Intent]
+    sent = scripted_openai.requests[0]
+    assert sent["response_format"]["type"] == "json_schema" and sent["response_format"]["json_schema"]["strict"]
+    assert sent["response_format"]["json_schema"]["schema"]["properties"]["intent"]["enum"] == [i.value for i in Intent]
+    # Every call is bounded; a server that is not OpenAI's own API gets the classic field name.
+    assert sent["max_tokens"] == 64 and "max_completion_tokens" not in sent
+
+
+def test_a_call_without_a_size_is_still_bounded(model: OpenAIChatModel, scripted_openai: Any) -> None:
+    scripted_openai.script = [{"text": "hi"}]
+    model.complete([Message("user", "q")], timeout_seconds=5)
+    assert 0 < scripted_openai.requests[0]["max_tokens"] <= 1024
 
 
 @pytest.mark.parametrize(
@@ -38,18 +72,97 @@ def test_a_strict_schema_is_requested_and_the_object_parsed(model: OpenAIChatMod
         ({"status": 429}, ModelTransportError),
         ({"status": 409}, ModelTransportError),
         ({"status": 408}, ModelTimeout),
-        ({"status": 400}, ModelRejected),
-        ({"status": 401}, ModelRejected),
-        ({"status": 404}, ModelRejected),
-        ({"status": 422}, ModelRejected),
+        ({"status": 500, "message": "CUDA out of memory"}, ModelTransportError),
+        ({"status": 400}, ModelRefused),
+        ({"status": 401}, ModelRefused),
+        ({"status": 404}, ModelRefused),
+        ({"status": 422}, ModelRefused),
+        ({"status": 500, "message": REFUSED_JSON_SCHEMA}, ModelRefused),
     ],
 )
-def test_failures_map_to_the_ports_errors(
-    model: OpenAIChatModel, scripted_openai: Any, entry: dict[str, Any], error: type[Exception]
-) -> None:
+def test_failures_map_to_the_ports_errors(scripted_openai: Any, entry: dict[str, Any], error: type[Exception]) -> None:
+    # The mode pinned, as FLOWLEDGER_STRUCTURED_OUTPUT=json_schema does: a refusal is final.
+    model = OpenAIChatModel("scripted-model", "sk-test", scripted_openai.base_url, structured_output="json_schema")
     scripted_openai.script = [entry]
     with pytest.raises(error):
         model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=0.5)
+    assert len(scripted_openai.requests) == 1
+
+
+def test_auto_steps_down_once_when_the_endpoint_refuses_json_schema(
+    model: OpenAIChatModel, scripted_openai: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripted_openai.script = [
+        {"status": 500, "message": REFUSED_JSON_SCHEMA},
+        {"json": {"intent": "DIAGNOSIS"}},
+        {"json": {"intent": "SYSTEM_CHAT"}},
+    ]
+    with caplog.at_level(logging.WARNING, "flowledger.llm"):
+        first = model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5)
+        second = model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5)
+    assert (first.data, second.data) == ({"intent": "DIAGNOSIS"}, {"intent": "SYSTEM_CHAT"})
+    refused, stepped, remembered = (r["response_format"] for r in scripted_openai.requests)
+    assert refused["type"] == "json_schema"
+    # The llama-cpp-python dialect: json_object carrying the schema, which it enforces by grammar.
+    assert stepped == remembered == {"type": "json_object", "schema": SCHEMA.schema}
+    assert model.modes == {"structured_output": "json_object_schema", "tool_calling": "structured"}
+    said = [r.getMessage() for r in caplog.records if "from now on" in r.getMessage()]
+    assert len(said) == 1 and "json_schema" in said[0] and "json_object_schema" in said[0]
+
+
+def test_the_ladder_ends_with_the_schema_in_the_prompt(model: OpenAIChatModel, scripted_openai: Any) -> None:
+    scripted_openai.script = [
+        {"status": 400},
+        {"status": 422},
+        {"status": 400},
+        {"text": 'Sure:\n```json\n{"intent": "KNOWLEDGE_QUERY"}\n```'},
+    ]
+    reply = model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5)
+    assert reply.data == {"intent": "KNOWLEDGE_QUERY"}
+    sent = scripted_openai.requests
+    assert [r.get("response_format", {}).get("type") for r in sent] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+        None,
+    ]
+    assert "schema" in sent[1]["response_format"] and "schema" not in sent[2]["response_format"]
+    instruction = sent[3]["messages"][0]
+    assert (
+        instruction["role"] == "system" and json.dumps(SCHEMA.schema, separators=(",", ":")) in instruction["content"]
+    )
+    # At the bottom of the ladder a refusal is final.
+    scripted_openai.script = [{"status": 400}]
+    with pytest.raises(ModelRefused):
+        model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5)
+
+
+def test_a_prompt_mode_answer_that_is_not_json_is_invalid_output(scripted_openai: Any) -> None:
+    model = OpenAIChatModel("scripted-model", None, scripted_openai.base_url, structured_output="prompt")
+    scripted_openai.script = [{"text": "KNOWLEDGE_QUERY"}, {"text": '["KNOWLEDGE_QUERY"]'}]
+    for _ in range(2):
+        with pytest.raises(ModelInvalidOutput):
+            model.complete([Message("user", "q")], schema=SCHEMA, timeout_seconds=5)
+    assert all("response_format" not in r for r in scripted_openai.requests)
+
+
+def test_a_refusal_logs_one_line_an_operator_can_act_on(
+    model: OpenAIChatModel, scripted_openai: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripted_openai.script = [{"status": 401, "message": "Incorrect API key provided. " + "x" * 400}]
+    with caplog.at_level(logging.WARNING, "flowledger.llm"), pytest.raises(ModelRefused):
+        model.complete([Message("user", "my card number is 4111 1111")], timeout_seconds=5)
+    lines = [r.getMessage() for r in caplog.records]
+    host = scripted_openai.base_url.split("//")[1].split("/")[0]
+    assert len(lines) == 1 and host in lines[0] and "scripted-model" in lines[0] and " 401" in lines[0]
+    assert "Incorrect API key provided" in lines[0] and "x" * 301 not in lines[0]
+    assert "4111" not in lines[0]
+
+
+def test_usage_is_estimated_when_the_server_sends_none(model: OpenAIChatModel, scripted_openai: Any) -> None:
+    scripted_openai.script = [{"text": "a" * 400, "no_usage": True}]
+    reply = model.complete([Message("user", "b" * 800)], timeout_seconds=5)
+    assert reply.usage.prompt_tokens >= 200 and reply.usage.completion_tokens >= 100
 
 
 @pytest.mark.parametrize(
@@ -74,11 +187,13 @@ def test_router_retries_once_with_identical_input(
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-def test_router_does_not_retry_a_refused_request(model: OpenAIChatModel, scripted_openai: Any, status: int) -> None:
+def test_router_does_not_retry_a_refused_request(scripted_openai: Any, status: int) -> None:
+    model = OpenAIChatModel("scripted-model", "sk-test", scripted_openai.base_url, structured_output="json_schema")
     scripted_openai.script = [{"status": status}, {"json": {"intent": "DIAGNOSIS"}}]
     with pytest.raises(RoutingUnavailable) as refused:
         IntentRouter(model, HarnessRetryPolicies.intent_router(), 0.5).route("q", None, None)
     assert len(scripted_openai.requests) == 1 and refused.value.attempts == 1
+    assert refused.value.reason == "model_refused_request"
 
 
 def test_router_gives_up_after_two_failures(model: OpenAIChatModel, scripted_openai: Any) -> None:
@@ -86,26 +201,72 @@ def test_router_gives_up_after_two_failures(model: OpenAIChatModel, scripted_ope
     with pytest.raises(RoutingUnavailable) as gave_up:
         IntentRouter(model, HarnessRetryPolicies.intent_router(), 0.5).route("q", None, None)
     assert len(scripted_openai.requests) == 2 and gave_up.value.attempts == 2
+    assert gave_up.value.reason == "model_invalid_output"
 
 
-def test_tool_calls_come_back_parsed(model: OpenAIChatModel, scripted_openai: Any) -> None:
-    from flowledger.llm.ports import ToolSpec
-
+def test_native_tool_calls_are_offered_with_tool_choice_and_come_back_parsed(scripted_openai: Any) -> None:
+    model = OpenAIChatModel("scripted-model", "sk-test", scripted_openai.base_url, tool_calling="native")
     call = {"id": "call_1", "type": "function", "function": {"name": "query_logs", "arguments": '{"service": "pay"}'}}
     scripted_openai.script = [{"tool_calls": [call]}]
-    tool = ToolSpec(
-        "query_logs",
-        "Search the logs",
-        {
-            "type": "object",
-            "properties": {"service": {"type": "string"}},
-            "required": ["service"],
-            "additionalProperties": False,
-        },
-    )
-    reply = model.complete([Message("user", "q")], tools=[tool], timeout_seconds=5)
+    reply = model.complete([Message("user", "q")], tools=[TOOL], timeout_seconds=5)
     assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [("call_1", "query_logs", {"service": "pay"})]
-    assert scripted_openai.requests[0]["tools"][0]["function"]["strict"] is True
+    sent = scripted_openai.requests[0]
+    assert sent["tools"][0]["function"]["strict"] is True and sent["tool_choice"] == "auto"
+    assert "parallel_tool_calls" not in sent  # only OpenAI's own API is sent it
     scripted_openai.script = [{"tool_calls": [{**call, "function": {"name": "query_logs", "arguments": "{oops"}}]}]
     with pytest.raises(ModelInvalidOutput):
-        model.complete([Message("user", "q")], tools=[tool], timeout_seconds=5)
+        model.complete([Message("user", "q")], tools=[TOOL], timeout_seconds=5)
+
+
+def test_structured_tools_offer_one_next_action_schema(model: OpenAIChatModel, scripted_openai: Any) -> None:
+    # The default away from OpenAI's API: servers may drop `tools` silently, but they enforce a schema.
+    scripted_openai.script = [
+        {"json": {"next": {"action": "query_logs", "arguments": {"service": "pay"}}}},
+        {"json": {"next": {"action": "final_answer", "answer": {"intent": "DIAGNOSIS"}}}},
+    ]
+    reply = model.complete([Message("user", "q")], schema=SCHEMA, tools=[TOOL], timeout_seconds=5)
+    (call,) = reply.tool_calls
+    assert (call.name, call.arguments, reply.finish_reason) == ("query_logs", {"service": "pay"}, "tool_calls")
+    sent = scripted_openai.requests[0]
+    assert "tools" not in sent and "tool_choice" not in sent
+    alternatives = sent["response_format"]["json_schema"]["schema"]["properties"]["next"]["anyOf"]
+    assert [a["properties"]["action"]["enum"] for a in alternatives] == [["query_logs"], ["final_answer"]]
+    assert alternatives[0]["properties"]["arguments"] == TOOL.parameters
+    assert alternatives[1]["properties"]["answer"] == SCHEMA.schema
+    history = [
+        Message("user", "q"),
+        Message("assistant", "", tool_calls=(ToolCall(call.id, call.name, call.arguments),)),
+        Message("tool", '{"rows": 1}', tool_call_id=call.id),
+    ]
+    final = model.complete(history, schema=SCHEMA, tools=[TOOL], timeout_seconds=5)
+    assert final.data == {"intent": "DIAGNOSIS"} and not final.tool_calls
+    # Any chat template can render the history: no tool roles, no tool_calls fields.
+    wire = scripted_openai.requests[1]["messages"]
+    assert {m["role"] for m in wire} <= {"system", "user", "assistant"} and not any("tool_calls" in m for m in wire)
+    assert any(m["role"] == "user" and call.id in m["content"] for m in wire)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"next": {"action": "drop_tables", "arguments": {}}},
+        {"next": {"action": "query_logs"}},
+        {"next": {"action": "final_answer", "answer": "not an object"}},
+        {"next": {"action": "final_answer", "answer": {"intent": "X"}}, "extra": 1},
+    ],
+)
+def test_a_next_action_outside_what_was_offered_is_invalid_output(
+    model: OpenAIChatModel, scripted_openai: Any, answer: dict[str, Any]
+) -> None:
+    scripted_openai.script = [{"json": answer}]
+    with pytest.raises(ModelInvalidOutput):
+        model.complete([Message("user", "q")], schema=SCHEMA, tools=[TOOL], timeout_seconds=5)
+
+
+def test_native_tools_step_down_to_structured_when_refused(scripted_openai: Any) -> None:
+    model = OpenAIChatModel("scripted-model", None, scripted_openai.base_url)
+    native = OpenAIChatModel("scripted-model", None, scripted_openai.base_url, tool_calling="native")
+    scripted_openai.script = [{"status": 400, "message": "tool_choice is not supported"}]
+    with pytest.raises(ModelRefused):  # pinned to native: the refusal is final
+        native.complete([Message("user", "q")], tools=[TOOL], timeout_seconds=5)
+    assert model.tool_calling.value == "structured"

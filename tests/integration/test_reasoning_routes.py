@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from flowledger.services import Services
+from flowledger.reasoning.service import NARRATIVE_WINDOW_SECONDS
+from flowledger.services import Services, bootstrap, utc_now
 
 WRITER = {"sub": "agent-researcher", "scope": "reasoning.write", "patient_id": ""}
 OTHER_WRITER = {"sub": "agent-critic", "scope": "reasoning.write", "patient_id": ""}
@@ -330,14 +333,22 @@ def test_access_matrix_denies_without_data(call: Call) -> None:
         assert set(answer) == {"error", "message", "request_id"}, answer
 
 
-def test_narrative_reads_are_limited_to_30_per_5_minutes(call: Call) -> None:
+def test_narrative_reads_are_limited_to_30_per_5_minutes(call: Call, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The limit counts in fixed 5-minute windows of the services' clock. The wall clock crosses a window
+    # boundary mid-test about one run in fifty, so the function's clock runs at real speed from one
+    # second into a window: all 31 reads fall in the same one.
+    started, real = utc_now(), bootstrap()
+    window_start = int(started.timestamp()) // NARRATIVE_WINDOW_SECONDS * NARRATIVE_WINDOW_SECONDS
+    anchor = datetime.fromtimestamp(window_start + 1, UTC)
+    anchored = dataclasses.replace(real, clock=lambda: anchor + (utc_now() - started))
+    monkeypatch.setattr("flowledger.api.app.bootstrap", lambda: anchored)
     flow_id = completed_flow(call)
     consent(call)
     for _ in range(30):
         assert call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)[0] == 200
     status, body, headers = call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)
     assert (status, body["error"]) == (429, "rate_limited")
-    assert 1 <= int(headers["Retry-After"]) <= 300
+    assert NARRATIVE_WINDOW_SECONDS - 60 <= int(headers["Retry-After"]) <= NARRATIVE_WINDOW_SECONDS - 1
 
 
 def test_admin_lists_flows_by_trace_page_by_page(call: Call) -> None:

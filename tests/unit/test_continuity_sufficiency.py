@@ -19,7 +19,7 @@ from flowledger.continuity.sufficiency import (
     new_grouping,
     new_total,
 )
-from flowledger.llm.ports import JsonSchema, Message, ModelTimeout, Reply, ToolSpec, Usage
+from flowledger.llm.ports import DEFAULT_MAX_TOKENS, JsonSchema, Message, ModelTimeout, Reply, ToolSpec, Usage
 from flowledger.tabular.plan import parse_plan
 from tests.unit.test_continuity_refs import ref_fields
 
@@ -55,6 +55,7 @@ class FakeModel:
         schema: JsonSchema | None = None,
         tools: list[ToolSpec] | None = None,
         timeout_seconds: float,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
         self.calls.append({"messages": messages, "schema": schema})
         answer = self.answers.pop(0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, validation_alias="OPENAI_BASE_URL")
     chat_model: str = Field("gpt-4o-mini", validation_alias="FLOWLEDGER_CHAT_MODEL")
     model_timeout_seconds: float = Field(30.0, validation_alias="FLOWLEDGER_MODEL_TIMEOUT_SECONDS", gt=0)
+    # How a structured answer is asked for (llm/output_modes.py): auto steps down once per refusal.
+    structured_output: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
+        "auto", validation_alias="FLOWLEDGER_STRUCTURED_OUTPUT"
+    )
+    # How tools are offered: native tools + tool_choice, or a strict next-action schema (auto: native
+    # on OpenAI's API only, since other servers may drop tools without saying so).
+    tool_calling: Literal["auto", "native", "structured"] = Field("auto", validation_alias="FLOWLEDGER_TOOL_CALLING")
     # In AWS (set by CDK): where the three values above are read at run time. A value given directly
     # (OPENAI_API_KEY, OPENAI_BASE_URL, FLOWLEDGER_CHAT_MODEL) wins over the one named here.
     openai_api_key_secret_arn: str | None = Field(None, validation_alias="FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN")

@@ -18,7 +18,7 @@ from flowledger.chat.public_text import public_text
 from flowledger.errors import FlowledgerError
 from flowledger.ids import new_id
 from flowledger.knowledge.index import LookupResult
-from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError
+from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError, reason_code
 from flowledger.llm.retry import RetryPolicy
 
 NO_EVIDENCE_ANSWER = PublicContent(
@@ -28,12 +28,25 @@ NO_EVIDENCE_ANSWER = PublicContent(
 MAX_EXCERPT_CHARS = 1500
 MAX_ANSWER_CHARS = 4000
 MAX_LIMITATIONS_CHARS = 1000
+# Every small-talk answer says what it is: the model's own words, read against nothing.
+SYSTEM_CHAT_LIMITATION = "Not checked against any document: this is a conversational answer, not a sourced one."
+# Generated tokens per call (max_tokens), sized to what each answer needs; the turn's budget caps them too.
+SYSTEM_CHAT_MAX_TOKENS = 512
+KNOWLEDGE_ANSWER_MAX_TOKENS = 1024
+MIN_CALL_TOKENS = 16
 
 
 class ExecutionFailed(FlowledgerError):
-    """An executor could not produce a publishable result; the run fails closed."""
+    """An executor could not produce a publishable result; the run fails closed.
+
+    ``reason``: what the run records for operators beside the public code (a model failure's reason code).
+    """
 
     code = "EXECUTION_FAILED"
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class BudgetExhausted(FlowledgerError):
@@ -81,6 +94,15 @@ class Budget:
             raise BudgetExhausted("tokens")
         self.check_time()
 
+    def call_bounds(self, timeout: float, max_tokens: int) -> tuple[float, int]:
+        """One model call's timeout and ``max_tokens``: its own sizes, never past the deadline or the tokens left.
+
+        The timeout keeps a token amount so a call past the deadline fails fast rather than not at all.
+        """
+        remaining = self.remaining_seconds()
+        bounded_timeout = timeout if remaining is None else max(0.1, min(timeout, remaining))
+        return bounded_timeout, max(MIN_CALL_TOKENS, min(max_tokens, self.max_tokens - self.tokens))
+
     def check_tool_calls(self, count: int) -> None:
         """Raise :class:`BudgetExhausted` unless ``count`` more tool calls fit: a batch runs whole or not at all."""
         if self.tool_calls + count > self.max_tool_calls:
@@ -116,6 +138,7 @@ class Execution:
     release: ReleaseOutcome
     published_result: dict[str, Any] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None  # why a fallback was published (a model failure's reason code), for operators
 
 
 ExecutorRun = Generator[StatusCode, None, Execution]
@@ -131,18 +154,20 @@ def _answer(
     context: TurnContext,
     policy: RetryPolicy,
     timeout: float,
+    max_tokens: int,
     schema: JsonSchema | None = None,
 ) -> Any:
     def attempt() -> Any:
         context.budget.model_calls += 1
-        reply = model.complete(messages, schema=schema, timeout_seconds=timeout)
+        bounded_timeout, bounded_tokens = context.budget.call_bounds(timeout, max_tokens)
+        reply = model.complete(messages, schema=schema, timeout_seconds=bounded_timeout, max_tokens=bounded_tokens)
         context.budget.tokens += reply.usage.total
         return reply
 
     try:
         reply, _ = policy.run(attempt)
     except ModelError as exc:
-        raise ExecutionFailed(f"the answer model failed: {type(exc).__name__}") from None
+        raise ExecutionFailed(f"the answer model failed: {type(exc).__name__}", reason_code(exc)) from None
     return reply
 
 
@@ -165,11 +190,12 @@ class SystemChatExecutor:
             context,
             self._policy,
             self._timeout,
+            SYSTEM_CHAT_MAX_TOKENS,
         )
         text = public_text(reply.text or "", MAX_ANSWER_CHARS)
         if not text:
-            raise ExecutionFailed("the model returned an empty answer")
-        return Execution(PublicContent(text=text), ReleaseOutcome.SUCCESS)
+            raise ExecutionFailed("the model returned an empty answer", "model_invalid_output")
+        return Execution(PublicContent(text=text, limitations=SYSTEM_CHAT_LIMITATION), ReleaseOutcome.SUCCESS)
 
 
 class KnowledgeLookup(Protocol):
@@ -245,6 +271,7 @@ class KnowledgeExecutor:
             context,
             self._policy,
             self._timeout,
+            KNOWLEDGE_ANSWER_MAX_TOKENS,
             ANSWER_SCHEMA,
         )
         content = verified_answer(reply.data or {}, invocation_id, {d["document_id"]: d["title"] for d in documents})

@@ -90,6 +90,7 @@ class Reference(BaseModel):
     )
 
 
+ReasonCode = Literal["model_refused_request", "model_timeout", "model_transport", "model_invalid_output", "model_error"]
 SourceHow = Literal["selected", "all", "history", "relevance"]
 SourceOutcomeCode = Literal["read", "reused", "rerun", "changed", "revoked", "deleted", "failed"]
 
@@ -182,6 +183,14 @@ class RunView(BaseModel):
     model: str | None = None
     offline_model: bool | None = None
     content: PublicContent | None = None  # what the turn published to its client; None unless it succeeded
+    reason_code: ReasonCode | None = Field(
+        None,
+        description="why a model call failed, for operators (beside the public outcome)",
+        exclude_if=_is_none,
+    )
+    model_modes: dict[str, str] | None = Field(
+        None, description="how the model server was asked for structured output and tools", exclude_if=_is_none
+    )
 
 
 class RunPage(BaseModel):

@@ -13,18 +13,28 @@ from dataclasses import dataclass
 
 from flowledger.chat.models import Intent
 from flowledger.errors import FlowledgerError
-from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError, ModelInvalidOutput
+from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError, ModelInvalidOutput, reason_code
 from flowledger.llm.retry import RetryPolicy
 
-SCHEMA = JsonSchema(
-    "intent_route",
-    {
-        "type": "object",
-        "properties": {"intent": {"type": "string", "enum": [intent.value for intent in Intent]}},
-        "required": ["intent"],
-        "additionalProperties": False,
-    },
-)
+
+def _schema(intents: list[Intent]) -> JsonSchema:
+    return JsonSchema(
+        "intent_route",
+        {
+            "type": "object",
+            "properties": {"intent": {"type": "string", "enum": [intent.value for intent in intents]}},
+            "required": ["intent"],
+            "additionalProperties": False,
+        },
+    )
+
+
+SCHEMA = _schema(list(Intent))
+# A turn that asked for its sources to be read (a selection, all documents, the prior sources) is never
+# small talk: its route is chosen among the executors that read them.
+GROUNDED_INTENTS = [Intent.KNOWLEDGE_QUERY, Intent.DIAGNOSIS]
+GROUNDED_SCHEMA = _schema(GROUNDED_INTENTS)
+ROUTER_MAX_TOKENS = 64  # {"intent": "KNOWLEDGE_QUERY"} is about 10 tokens; room for a server's whitespace
 INSTRUCTIONS = (
     "Classify the user's query into exactly one intent. SYSTEM_CHAT: greetings, small talk, questions about "
     "this assistant. KNOWLEDGE_QUERY: questions answered from documents. DIAGNOSIS: investigating a failure, "
@@ -36,9 +46,10 @@ INSTRUCTIONS = (
 class RoutingUnavailable(FlowledgerError):
     code = "ROUTING_UNAVAILABLE"
 
-    def __init__(self, message: str, attempts: int) -> None:
+    def __init__(self, message: str, attempts: int, reason: str) -> None:
         super().__init__(message)
         self.attempts = attempts
+        self.reason = reason  # the last failure's reason code, for operators
 
 
 @dataclass(frozen=True)
@@ -54,8 +65,22 @@ class IntentRouter:
         self._policy = policy
         self._timeout = timeout_seconds
 
-    def route(self, query: str, last_intent: Intent | None, last_user_query: str | None) -> Routing:
-        """The intent of ``query`` and what routing cost; :class:`RoutingUnavailable` when the policy gives up."""
+    def route(
+        self,
+        query: str,
+        last_intent: Intent | None,
+        last_user_query: str | None,
+        remaining: float | None = None,
+        *,
+        grounded: bool = False,
+    ) -> Routing:
+        """The intent of ``query`` and what routing cost; :class:`RoutingUnavailable` when the policy gives up.
+
+        ``remaining``: seconds left of the turn; no call waits past them. ``grounded``: the turn asked for
+        its sources, so only a grounded executor may answer it (the enum the model chooses from is narrower).
+        """
+        schema, allowed = (GROUNDED_SCHEMA, set(GROUNDED_INTENTS)) if grounded else (SCHEMA, set(Intent))
+        timeout = self._timeout if remaining is None else max(0.1, min(self._timeout, remaining))
         payload = {
             "query": query,
             "last_intent": last_intent.value if last_intent else None,
@@ -69,16 +94,16 @@ class IntentRouter:
         def attempt() -> Intent:
             nonlocal tokens, attempts
             attempts += 1
-            reply = self._model.complete(messages, schema=SCHEMA, timeout_seconds=self._timeout)
+            reply = self._model.complete(messages, schema=schema, timeout_seconds=timeout, max_tokens=ROUTER_MAX_TOKENS)
             tokens += reply.usage.total
             data = reply.data or {}
             value = data.get("intent")
-            if not isinstance(value, str) or value not in Intent.__members__ or set(data) != {"intent"}:
+            if not isinstance(value, str) or value not in allowed or set(data) != {"intent"}:
                 raise ModelInvalidOutput("the router's answer is not one supported intent")
             return Intent(value)
 
         try:
             intent, _ = self._policy.run(attempt)
         except ModelError as exc:  # the policy gave up, or the failure is not one it retries
-            raise RoutingUnavailable(f"routing failed: {type(exc).__name__}", attempts) from None
+            raise RoutingUnavailable(f"routing failed: {type(exc).__name__}", attempts, reason_code(exc)) from None
         return Routing(intent, attempts, tokens)

@@ -108,10 +108,13 @@ class RunStore:
         started: str,
         budget_usage: dict[str, Any],
         grounding: dict[str, Any] | None = None,
+        reason_code: str | None = None,
+        model_modes: dict[str, str] | None = None,
     ) -> bool:
         """Record the one terminal outcome; False if the run had already ended (cancelled).
 
         ``grounding``: the continuity decision (its basis, reasons, per-source outcomes, table plans).
+        ``reason_code``: a model failure's code, for operators; ``model_modes``: how the model was asked.
         """
         now = self._s.clock()
         values: dict[str, Any] = {
@@ -135,6 +138,12 @@ class RunStore:
         if grounding is not None:
             update += ", grounding = :grounding"
             values[":grounding"] = grounding
+        if reason_code is not None:
+            update += ", reason_code = :reason"
+            values[":reason"] = reason_code
+        if model_modes is not None:
+            update += ", model_modes = :modes"
+            values[":modes"] = model_modes
         if published_result is not None:
             # Only a safe, published diagnosis enters the sparse PreviousTurn index.
             update += ", published_result = :published, safe_diagnosis_session_id = :session"

@@ -53,6 +53,7 @@ SOURCE_REVOKED_ANSWER = PublicContent(
     text="This answer was not published: a source it relied on stopped being available to you while it was prepared.",
     limitations="Ask again to get an answer from the sources you can read now.",
 )
+CANCELLED_MESSAGE = "the run was cancelled"
 ROUTED = {
     Intent.SYSTEM_CHAT: StatusCode.ROUTED_SYSTEM_CHAT,
     Intent.KNOWLEDGE_QUERY: StatusCode.ROUTED_KNOWLEDGE_QUERY,
@@ -137,8 +138,9 @@ class ChatApplicationUseCase:
             except Exception:
                 # Whatever broke, the run still ends exactly once and the client hears about it.
                 logger.exception("chat turn failed", extra={"run_id": run_id})
+                finished = True
                 with contextlib.suppress(Exception):
-                    self.runs.finish(
+                    finished = self.runs.finish(
                         session_id,
                         run_id,
                         status=RunStatus.FAILED,
@@ -149,6 +151,9 @@ class ChatApplicationUseCase:
                         started=started,
                         budget_usage={},
                     )
+                if not finished:  # cancelled through the API first: the stream tells the stored story
+                    yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message=CANCELLED_MESSAGE)
+                    return
                 yield ErrorEvent(session_id=session_id, run_id=run_id, code="internal_error", message="internal error")
 
     def _turn(self, turn: _TurnInput, cancel: CancelToken, flow: FlowHandle, budget: Budget) -> Iterator[ChatEvent]:
@@ -156,9 +161,11 @@ class ChatApplicationUseCase:
         intent: Intent | None = None
         grounding: Grounding | None = None
 
-        def end(status: RunStatus, release: ReleaseOutcome, code: str, message: str) -> ErrorEvent:
+        def end(
+            status: RunStatus, release: ReleaseOutcome, code: str, message: str, reason: str | None = None
+        ) -> ErrorEvent:
             flow.outcome("error", f"The turn ended {status.value.lower()}")
-            self.runs.finish(
+            finished = self.runs.finish(
                 session_id,
                 run_id,
                 status=status,
@@ -169,7 +176,11 @@ class ChatApplicationUseCase:
                 started=started,
                 budget_usage=budget.usage(),
                 grounding=grounding.record() if grounding else None,
+                reason_code=reason,
+                model_modes=model_modes(self.model),
             )
+            if not finished:  # the cancel route won the race: the run is CANCELLED, and its stream says so
+                return ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message=CANCELLED_MESSAGE)
             return ErrorEvent(session_id=session_id, run_id=run_id, code=code, message=message)
 
         yield StatusEvent(code=StatusCode.ROUTING)
@@ -177,17 +188,29 @@ class ChatApplicationUseCase:
         continuing = request.session_id is not None
         last = self.runs.last_turn(session_id, run_id) if continuing else None
         try:
-            routing = self.router.route(request.query, last.intent if last else None, last.query if last else None)
+            routing = self.router.route(
+                request.query,
+                last.intent if last else None,
+                last.query if last else None,
+                budget.remaining_seconds(),
+                grounded=self.continuity is not None and asks_for_sources(request),
+            )
         except RoutingUnavailable as exc:
             budget.model_calls += exc.attempts
-            yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, "ROUTING_UNAVAILABLE", "the request could not be routed")
+            yield end(
+                RunStatus.FAILED,
+                ReleaseOutcome.FAILED,
+                "ROUTING_UNAVAILABLE",
+                "the request could not be routed",
+                exc.reason,
+            )
             return
         intent = routing.intent
         budget.model_calls += routing.attempts
         budget.tokens += routing.tokens
         routing_step = flow.step("routing", "intent_router", f"Routed the turn to {intent.value}")
         if cancel.cancelled:
-            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", CANCELLED_MESSAGE)
             return
         yield StatusEvent(code=ROUTED[intent])
         previous = (
@@ -209,7 +232,7 @@ class ChatApplicationUseCase:
                 )
                 grounding = yield from _statuses(grounding_stages)
             except RunCancelled:
-                yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+                yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", CANCELLED_MESSAGE)
                 return
             except BudgetExhausted as exc:
                 yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, exc.code, "the turn's budget is spent")
@@ -243,16 +266,16 @@ class ChatApplicationUseCase:
                 yield StatusEvent(code=code)
                 if cancel.cancelled:
                     stages.close()
-                    yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+                    yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", CANCELLED_MESSAGE)
                     return
         except RunCancelled:
-            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", CANCELLED_MESSAGE)
             return
         except ExecutionFailed as exc:
-            yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, exc.code, "no answer could be published")
+            yield end(RunStatus.FAILED, ReleaseOutcome.FAILED, exc.code, "no answer could be published", exc.reason)
             return
         if cancel.cancelled:
-            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", "the run was cancelled")
+            yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", CANCELLED_MESSAGE)
             return
         if intent in EXECUTOR_STEPS:  # the diagnosis executor records its own steps
             kind, agent, summary = EXECUTOR_STEPS[intent]
@@ -276,6 +299,8 @@ class ChatApplicationUseCase:
             started=started,
             budget_usage=budget.usage(),
             grounding=grounding.record() if grounding else None,
+            reason_code=execution.reason,
+            model_modes=model_modes(self.model),
         )
         if finished and grounding is not None and self.continuity is not None:
             try:
@@ -283,7 +308,7 @@ class ChatApplicationUseCase:
             except Exception:  # the answer stands; the next turn finds the previous refs (and says so)
                 logger.exception("grounded refs not stored", extra={"run_id": run_id})
         if not finished:  # cancelled through the API while the executor worked: the late result is dropped
-            yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message="the run was cancelled")
+            yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message=CANCELLED_MESSAGE)
             return
         if execution.content is not None:
             yield ContentEvent(content=execution.content)
@@ -296,6 +321,17 @@ class ChatApplicationUseCase:
             model=self.model.name,
             offline_model=self.model.offline,
         )
+
+
+def asks_for_sources(request: SourceRequest) -> bool:
+    """The turn named what to read (a selection, all documents) or asked for the prior sources again."""
+    return request.selection_mode in ("selected", "all") or request.include_prior
+
+
+def model_modes(model: ChatModel) -> dict[str, str] | None:
+    """How the model was asked for structured output and tools, when it is a real endpoint's."""
+    modes = getattr(model, "modes", None)
+    return dict(modes) if isinstance(modes, dict) else None
 
 
 def _statuses(stages: Generator[StatusCode, None, Grounding]) -> Generator[StatusEvent, None, Grounding]:

@@ -27,6 +27,7 @@ from flowledger.workspaces.models import DocumentView
 
 MAX_EVIDENCE_CHARS = 1500  # what one source gives the answer model, as the knowledge executor's excerpts
 MAX_TABLE_ROWS_SHOWN = 50
+PLAN_MAX_TOKENS = 512  # a table plan: columns, filters, groupings
 PLAN_ATTEMPTS = 2  # one correction: the check's reason goes back to the model once
 
 
@@ -153,8 +154,9 @@ class TabularEngine:
             budget.check_model_call(reserve=0)
             budget.model_calls += 1
             try:
+                timeout, max_tokens = budget.call_bounds(self._timeout, PLAN_MAX_TOKENS)
                 reply = self._model.complete(
-                    messages, schema=tabular.TABULAR_PLAN_SCHEMA, timeout_seconds=self._timeout
+                    messages, schema=tabular.TABULAR_PLAN_SCHEMA, timeout_seconds=timeout, max_tokens=max_tokens
                 )
             except ModelError:
                 break

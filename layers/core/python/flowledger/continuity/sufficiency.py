@@ -55,6 +55,7 @@ Decision = Literal["none", "narrative", "tabular", "both"]
 DECISIONS: tuple[Decision, ...] = ("none", "narrative", "tabular", "both")
 MAX_REWRITE_CHARS = 4000  # a chat query's own bound
 ASSESSMENT_TIMEOUT_SECONDS = 20.0
+ASSESSMENT_MAX_TOKENS = 384  # a decision, reasons and an optional rewrite of the follow-up
 
 
 class SufficiencyReason(StrEnum):
@@ -358,6 +359,7 @@ def assess(
             _prompt(follow_up, prior_refs, prior_plan),
             schema=HISTORY_ASSESSMENT_SCHEMA,
             timeout_seconds=timeout_seconds,
+            max_tokens=ASSESSMENT_MAX_TOKENS,
         )
     except ModelInvalidOutput:  # the adapter found no JSON object: invalid, and never dug out of the text
         return _rerun_both(follow_up, forced, SufficiencyReason.ASSESSMENT_INVALID, tokens=0)

@@ -29,7 +29,7 @@ from flowledger.diagnosis.draft import DRAFT_SCHEMA, Draft, DraftOutput, StopRea
 from flowledger.diagnosis.observations import ObservationLedger
 from flowledger.diagnosis.recording import DiagnosisRecording
 from flowledger.diagnosis.tools import DiagnosisTool, ToolOutcome, ToolResult
-from flowledger.llm.ports import ChatModel, Message, ModelError, ModelInvalidOutput, Reply, ToolCall
+from flowledger.llm.ports import ChatModel, Message, ModelError, ModelInvalidOutput, Reply, ToolCall, reason_code
 from flowledger.llm.retry import RetryPolicy
 
 logger = logging.getLogger("flowledger.diagnosis")
@@ -52,6 +52,7 @@ TOOL_STATUS = {
 GUARD_RESERVE = 1
 IDLE_STEPS_TO_SATURATE = 2
 DEFAULT_TOOL_TIMEOUT_SECONDS = 10.0
+STEP_MAX_TOKENS = 1024  # one step: tool calls, or the draft with its claims
 
 
 class ReActDiagnosisAgent:
@@ -88,10 +89,10 @@ class ReActDiagnosisAgent:
                 reply, draft = self._next_step(messages, specs, context, recording)
             except BudgetExhausted as exc:
                 return Draft.stopped(StopReason.BUDGET, limit=exc.limit)
-            except ModelInvalidOutput:
-                return Draft.stopped(StopReason.INVALID_DRAFT)
-            except ModelError:
-                return Draft.stopped(StopReason.MODEL_UNAVAILABLE)
+            except ModelInvalidOutput as exc:
+                return Draft.stopped(StopReason.INVALID_DRAFT, model_failure=reason_code(exc))
+            except ModelError as exc:
+                return Draft.stopped(StopReason.MODEL_UNAVAILABLE, model_failure=reason_code(exc))
             if draft is not None:
                 return Draft.from_output(draft)
             calls = reply.tool_calls
@@ -136,9 +137,11 @@ class ReActDiagnosisAgent:
             budget.model_calls += 1
             ref = recording.next_model_call_ref()
             started = time.perf_counter()
-            timeout = _within(self._timeout, budget.remaining_seconds())
+            timeout, max_tokens = budget.call_bounds(self._timeout, STEP_MAX_TOKENS)
             try:
-                reply = self._model.complete(messages, schema=DRAFT_SCHEMA, tools=specs, timeout_seconds=timeout)
+                reply = self._model.complete(
+                    messages, schema=DRAFT_SCHEMA, tools=specs, timeout_seconds=timeout, max_tokens=max_tokens
+                )
             except ModelError as exc:
                 logger.info("diagnosis model call failed", extra={"model_call_ref": ref, "error": type(exc).__name__})
                 raise

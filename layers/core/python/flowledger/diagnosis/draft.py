@@ -111,12 +111,18 @@ class Draft:
     stop: StopReason | None = None
     missing: tuple[MissingContext, ...] = ()
     budget_limit: str | None = None  # which limit, when stop is BUDGET
+    model_failure: str | None = None  # the reason code, when a model failure stopped the loop
 
     @classmethod
     def stopped(
-        cls, reason: StopReason, *, limit: str | None = None, missing: tuple[MissingContext, ...] = ()
+        cls,
+        reason: StopReason,
+        *,
+        limit: str | None = None,
+        missing: tuple[MissingContext, ...] = (),
+        model_failure: str | None = None,
     ) -> Draft:
-        return cls(conclusion=None, stop=reason, budget_limit=limit, missing=missing)
+        return cls(conclusion=None, stop=reason, budget_limit=limit, missing=missing, model_failure=model_failure)
 
     @classmethod
     def from_output(cls, output: DraftOutput) -> Draft:

@@ -13,6 +13,14 @@ from typing import Any
 
 from flowledger.diagnosis.tools import ToolOutcome, ToolResult
 
+# What a user reads for each tool: the texts a client sees name no internal identifier.
+PUBLIC_TOOL_NAMES = {
+    "query_logs": "the logs",
+    "query_sql": "the database",
+    "lookup_knowledge": "the knowledge base",
+    "grounded_sources": "the sources of this conversation",
+}
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -68,7 +76,8 @@ class ObservationLedger:
         for o in self.safe:
             counts.setdefault(o.tool, []).append(o.result.rows)
         return "; ".join(
-            f"{name} {_count(len(rows), 'time')} ({_count(sum(rows), 'result')})" for name, rows in counts.items()
+            f"{PUBLIC_TOOL_NAMES.get(name, 'other checks')} {_count(len(rows), 'time')} ({_count(sum(rows), 'result')})"
+            for name, rows in counts.items()
         )
 
 

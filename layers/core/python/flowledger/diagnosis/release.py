@@ -82,9 +82,18 @@ class DiagnosisRelease:
     def _stopped(
         self, stop: StopReason, draft: Draft, ledger: ObservationLedger, recording: DiagnosisRecording
     ) -> Execution:
+        execution = self._stopped_answer(stop, draft, ledger, recording)
+        execution.reason = draft.model_failure
+        return execution
+
+    def _stopped_answer(
+        self, stop: StopReason, draft: Draft, ledger: ObservationLedger, recording: DiagnosisRecording
+    ) -> Execution:
         if stop in FAIL_CLOSED_WITHOUT_EVIDENCE and not ledger.safe:
             recording.release(ReleaseOutcome.FAILED.value, f"Failed closed: {stop.value} before any safe observation")
-            raise ExecutionFailed(f"the diagnosis stopped ({stop.value}) before any safe observation")
+            raise ExecutionFailed(
+                f"the diagnosis stopped ({stop.value}) before any safe observation", draft.model_failure
+            )
         if stop is StopReason.MISSING_CONTEXT:
             needed = ", ".join(MISSING_WORDS[m] for m in draft.missing) or MISSING_WORDS[MissingContext.ERROR_DETAILS]
             content = PublicContent(

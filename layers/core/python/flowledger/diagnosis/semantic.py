@@ -16,6 +16,7 @@ from flowledger.diagnosis.observations import ObservationLedger
 from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError
 from flowledger.llm.retry import RetryPolicy
 
+SEMANTIC_MAX_TOKENS = 256  # a verdict and a short reason
 SEMANTIC_SCHEMA = JsonSchema(
     "semantic_judgement",
     {
@@ -49,7 +50,10 @@ class SemanticGuard:
         def attempt() -> bool:
             budget.check_model_call()
             budget.model_calls += 1
-            reply = self._model.complete(messages, schema=SEMANTIC_SCHEMA, timeout_seconds=self._timeout)
+            timeout, max_tokens = budget.call_bounds(self._timeout, SEMANTIC_MAX_TOKENS)
+            reply = self._model.complete(
+                messages, schema=SEMANTIC_SCHEMA, timeout_seconds=timeout, max_tokens=max_tokens
+            )
             budget.tokens += reply.usage.total
             data = reply.data or {}
             return data.get("supported") is True and isinstance(data.get("reasons"), str)

@@ -16,4 +16,10 @@ def chat_model_for(settings: Settings) -> ChatModel:
         return OfflineChatModel()
     from flowledger.llm.openai_adapter import OpenAIChatModel
 
-    return OpenAIChatModel(endpoint.model, endpoint.api_key, endpoint.base_url)
+    return OpenAIChatModel(
+        endpoint.model,
+        endpoint.api_key,
+        endpoint.base_url,
+        structured_output=settings.structured_output,
+        tool_calling=settings.tool_calling,
+    )

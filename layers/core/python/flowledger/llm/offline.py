@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from flowledger.llm.offline_routing import route
-from flowledger.llm.ports import JsonSchema, Message, ModelInvalidOutput, Reply, ToolSpec, Usage
+from flowledger.llm.ports import DEFAULT_MAX_TOKENS, JsonSchema, Message, ModelInvalidOutput, Reply, ToolSpec, Usage
 
 NAME = "flowledger-offline-v1"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -82,6 +82,7 @@ class OfflineChatModel:
         schema: JsonSchema | None = None,
         tools: list[ToolSpec] | None = None,
         timeout_seconds: float,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
         if tools:  # only the diagnosis agent offers tools
             from flowledger.llm.offline_diagnosis import next_agent_turn
@@ -94,7 +95,9 @@ class OfflineChatModel:
         except json.JSONDecodeError:
             raise ModelInvalidOutput("the offline model needs its input as JSON") from None
         if schema.name == "intent_route":
-            return Reply(data={"intent": route(str(request.get("query", "")))}, model=NAME)
+            allowed = schema.schema["properties"]["intent"]["enum"]
+            intent = route(str(request.get("query", "")))
+            return Reply(data={"intent": intent if intent in allowed else allowed[0]}, model=NAME)
         if schema.name == "knowledge_answer":
             return Reply(data=self._answer(request), model=NAME)
         if schema.name == "semantic_judgement":

@@ -57,6 +57,11 @@ class Reply:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    finish_reason: str | None = None  # "stop", "length", "tool_calls", ... as the server said
+
+
+# Every call is bounded: a caller that says nothing gets this many tokens at most.
+DEFAULT_MAX_TOKENS = 512
 
 
 class ModelError(Exception):
@@ -75,6 +80,34 @@ class ModelInvalidOutput(ModelError):
     """The model answered, but not in the shape that was asked for."""
 
 
+class ModelRefused(ModelError):
+    """The model server refused the request itself (a 4xx other than 408, 409 or 429, or a 500 naming a field).
+
+    The same request would be refused again, so no retry policy retries it: a bad key (401), a model
+    that does not exist (404), a field or schema the server does not support (400, 422).
+    """
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"model server refused the request ({status_code})")
+        self.status_code = status_code
+
+
+REASON_CODES: dict[type[ModelError], str] = {
+    ModelRefused: "model_refused_request",
+    ModelTimeout: "model_timeout",
+    ModelTransportError: "model_transport",
+    ModelInvalidOutput: "model_invalid_output",
+}
+
+
+def reason_code(error: ModelError) -> str:
+    """The run's reason code for a model failure (beside the public outcome, for operators)."""
+    for kind, code in REASON_CODES.items():
+        if isinstance(error, kind):
+            return code
+    return "model_error"
+
+
 class ChatModel(Protocol):
     @property
     def name(self) -> str: ...
@@ -89,4 +122,5 @@ class ChatModel(Protocol):
         schema: JsonSchema | None = None,
         tools: list[ToolSpec] | None = None,
         timeout_seconds: float,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply: ...

@@ -26,7 +26,15 @@ from typing import Any
 from flowledger.config import Settings
 from flowledger.identity import Principal
 from flowledger.ids import new_id
-from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelTransportError, Reply, ToolSpec
+from flowledger.llm.ports import (
+    DEFAULT_MAX_TOKENS,
+    ChatModel,
+    JsonSchema,
+    Message,
+    ModelTransportError,
+    Reply,
+    ToolSpec,
+)
 from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecorder
 from flowledger.replay.cases import ChatInput, CorrelatorInput, CriticInput, DiagnosisInput, ReplayCase, ResearcherInput
 from flowledger.replay.embedded import embedded_services, require_moto
@@ -62,6 +70,7 @@ class UnavailableModel:
         schema: JsonSchema | None = None,
         tools: list[ToolSpec] | None = None,
         timeout_seconds: float,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
         raise ModelTransportError("replay: the model is unavailable for this case")
 

@@ -26,6 +26,7 @@ from flowledger.services import Services
 
 logger = logging.getLogger("flowledger.research.agents")
 T = TypeVar("T")
+AGENT_MAX_TOKENS = 1024  # a research agent's answer: claims with their passages, a verdict, a recommendation
 # The identity research agents record their flows under (never a user: flows are not anyone's turn).
 RESEARCH_RECORDER = Principal(kind="user", id="service:research", scopes=frozenset({"reasoning.write"}))
 
@@ -87,7 +88,7 @@ class AgentRecording:
             refs.append(ref)
             started = time.perf_counter()
             try:
-                reply = model.complete(messages, schema=schema, timeout_seconds=timeout)
+                reply = model.complete(messages, schema=schema, timeout_seconds=timeout, max_tokens=AGENT_MAX_TOKENS)
             except Exception as exc:
                 logger.info(f"{agent} model call failed", extra={"model_call_ref": ref, "error": type(exc).__name__})
                 raise
