@@ -802,3 +802,23 @@ async def test_a_failing_recorder_never_fails_the_run(services: Services, script
     harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
     outcome = await harness.ask("sse", "hello")
     assert outcome["status"] == "SUCCESS" and outcome["content"]["text"] == "Hi"
+
+
+@pytest.mark.parametrize("failing_call", ["router", "answer"])
+async def test_a_run_the_cancel_route_ended_streams_cancelled_whatever_failed_after(
+    harness: Harness, via: str, failing_call: str
+) -> None:
+    """The cancel route wins the race while a model call is in flight, then that call fails: one story."""
+
+    def cancel_then_refuse(body: dict[str, Any]) -> dict[str, Any]:
+        runs = harness.services.aws.dynamodb.scan(TableName=harness.services.aws.table_name("runs"))["Items"]
+        running = [r["run_id"]["S"] for r in runs if r.get("status", {}).get("S") == "RUNNING"]
+        RunStore(harness.services).cancel("alice", running[0])
+        return {"status": 401, "message": "Incorrect API key provided"}
+
+    first = [cancel_then_refuse] if failing_call == "router" else [route("SYSTEM_CHAT"), cancel_then_refuse]
+    harness.scripted.script = first
+    outcome = await harness.ask(via, "hello")
+    assert outcome["error"]["code"] == "CANCELLED" and outcome.get("content") is None
+    run = harness.run(outcome)
+    assert (run.status, run.release_outcome) == ("CANCELLED", "CANCELLED")

@@ -455,3 +455,60 @@ def test_the_flow_records_the_grounding_step_with_codes_only(world: World) -> No
     # Codes and counts only: no file name, no query, no figure of the table.
     written = json.dumps([grounding.summary_text, grounding.outputs])
     assert "sales" not in written and "region" not in written.replace("NEW_GROUPING", "") and "north" not in written
+
+
+class SmallTalkFirst:
+    """A weak model's habit: it routes to SYSTEM_CHAT whenever it may; records the intents it was offered.
+
+    ``obeys``: False is a server that does not enforce the schema (the model answers SYSTEM_CHAT anyway).
+    """
+
+    def __init__(self, obeys: bool = True) -> None:
+        self._inner, self._obeys, self.offered = OfflineChatModel(), obeys, []
+
+    name = "flowledger-offline-v1"
+    offline = True
+
+    def complete(self, messages: Any, *, schema: Any = None, tools: Any = None, **bounds: Any) -> Reply:
+        if schema is not None and schema.name == "intent_route":
+            offered = schema.schema["properties"]["intent"]["enum"]
+            self.offered.append(offered)
+            if "SYSTEM_CHAT" in offered or not self._obeys:
+                return Reply(data={"intent": "SYSTEM_CHAT"}, model=self.name)
+        return self._inner.complete(messages, schema=schema, tools=tools, **bounds)
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        {"selection_mode": "selected", "document_ids": ["POLICY"]},
+        {"selection_mode": "all", "action_mode": "analyze"},
+        {"selection_mode": "selected", "document_ids": ["POLICY"], "include_prior": True},
+    ],
+    ids=["selected", "all", "include_prior"],
+)
+def test_a_turn_that_names_its_sources_is_never_answered_by_system_chat(
+    services: Services, sources: dict[str, Any]
+) -> None:
+    model = SmallTalkFirst()
+    world = World(services, model=model)
+    policy = world.upload(world.workspace(), "policy.md", POLICY)
+    body = {k: [policy.document_id] if v == ["POLICY"] else v for k, v in sources.items()}
+    first = world.ask(ANN, {"query": "hello, what is in here?", **body})
+    # The router chose among the grounded executors only, and the answer read the sources.
+    assert model.offered[-1] == ["KNOWLEDGE_QUERY", "DIAGNOSIS"]
+    assert first["intent"] == "KNOWLEDGE_QUERY" and first["status"] == "SUCCESS"
+    assert [s["file_name"] for s in first["content"]["source_context"]["sources"]] == ["policy.md"]
+    # Without a named source the same greeting is small talk, and says it was checked against nothing.
+    chat = world.ask(ANN, {"query": "hello, what is in here?", "session_id": first["session_id"]})
+    assert model.offered[-1] == ["SYSTEM_CHAT", "KNOWLEDGE_QUERY", "DIAGNOSIS"] and chat["intent"] == "SYSTEM_CHAT"
+    assert chat["content"]["limitations"].startswith("Not checked against any document")
+
+
+def test_a_server_that_ignores_the_narrowed_routes_fails_the_turn_closed(services: Services) -> None:
+    world = World(services, model=SmallTalkFirst(obeys=False))
+    policy = world.upload(world.workspace(), "policy.md", POLICY)
+    outcome = world.ask(ANN, {"query": "hi", "selection_mode": "selected", "document_ids": [policy.document_id]})
+    assert outcome["error"]["code"] == "ROUTING_UNAVAILABLE" and outcome.get("content") is None
+    run = RunStore(world.services).get(outcome["session_id"], outcome["run_id"])
+    assert run is not None and (run.status, run.reason_code) == ("FAILED", "model_invalid_output")
