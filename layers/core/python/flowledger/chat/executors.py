@@ -28,6 +28,7 @@ NO_EVIDENCE_ANSWER = PublicContent(
 MAX_EXCERPT_CHARS = 1500
 MAX_ANSWER_CHARS = 4000
 MAX_LIMITATIONS_CHARS = 1000
+INVALID = "model_invalid_output"  # the reason code of an answer that failed its checks
 # Every small-talk answer says what it is: the model's own words, read against nothing.
 SYSTEM_CHAT_LIMITATION = "Not checked against any document: this is a conversational answer, not a sourced one."
 # Generated tokens per call (max_tokens), sized to what each answer needs; the turn's budget caps them too.
@@ -295,18 +296,18 @@ def verified_answer(data: dict[str, Any], invocation_id: str, returned: dict[str
         # that cannot be verified, and there are none here; a malformed answer still fails below.
         return NO_EVIDENCE_ANSWER
     if not isinstance(answer_items, list):
-        raise ExecutionFailed("the knowledge answer has no item list")
+        raise ExecutionFailed("the knowledge answer has no item list", INVALID)
     texts: list[str] = []
     cited: list[str] = []
     for item in answer_items:
         if not isinstance(item, dict) or item.get("invocation_id") != invocation_id:
-            raise ExecutionFailed("a knowledge answer item cites another tool invocation")
+            raise ExecutionFailed("a knowledge answer item cites another tool invocation", INVALID)
         ids = item.get("document_ids")
         if not isinstance(ids, list) or not ids or any(i not in returned for i in ids):
-            raise ExecutionFailed("a knowledge answer item cites a document the lookup did not return")
+            raise ExecutionFailed("a knowledge answer item cites a document the lookup did not return", INVALID)
         text = item.get("text")
         if not isinstance(text, str) or not text.strip():
-            raise ExecutionFailed("a knowledge answer item is empty")
+            raise ExecutionFailed("a knowledge answer item is empty", INVALID)
         texts.append(text.strip())
         for document_id in ids:  # one reference per document, however often it is cited
             if document_id not in cited:
