@@ -24,6 +24,7 @@ BENCHMARKS = [
     "recorder.py",
     "flow_export.py",
     "console.py",
+    "real_model.py",
 ]
 
 

@@ -31,8 +31,10 @@ MAX_TOKENS_PER_CALL = 1024  # the largest size any call asks for (drafts and kno
 INTERNAL = re.compile(
     r"call_[0-9a-f]{6,}|/obs-\d|\bobs-\d|query_logs|query_sql|lookup_knowledge|grounded_sources|invocation_id"
 )
-# Small bounds for a small machine: a diagnosis of at most 3 model calls, a minute per call.
+# Small bounds for a small machine: a diagnosis of at most 3 model calls, a minute per call. The research
+# loop's consumer would call the same model between turns: off, so the calls after a turn's start are its own.
 SETTINGS = {
+    "BACKLOG_CONSUMER_ENABLED": "false",
     "FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS": "3",
     "FLOWLEDGER_DIAGNOSIS_MAX_TOOL_CALLS": "2",
     "FLOWLEDGER_MODEL_TIMEOUT_SECONDS": "60",
