@@ -270,3 +270,17 @@ def test_native_tools_step_down_to_structured_when_refused(scripted_openai: Any)
     with pytest.raises(ModelRefused):  # pinned to native: the refusal is final
         native.complete([Message("user", "q")], tools=[TOOL], timeout_seconds=5)
     assert model.tool_calling.value == "structured"
+
+
+def test_openai_itself_gets_max_completion_tokens_native_tools_and_parallel_calls(scripted_openai: Any) -> None:
+    import openai
+
+    model = OpenAIChatModel("gpt-4o-mini", "sk-test", "https://api.openai.com/v1")
+    # The requests OpenAI's API would get, caught on loopback: only the transport is swapped.
+    model._client = openai.OpenAI(api_key="sk-test", base_url=scripted_openai.base_url, max_retries=0)
+    assert model.modes == {"structured_output": "json_schema", "tool_calling": "native"}
+    scripted_openai.script = [{"json": {"intent": "DIAGNOSIS"}}]
+    model.complete([Message("user", "q")], schema=SCHEMA, tools=[TOOL], timeout_seconds=5, max_tokens=300)
+    sent = scripted_openai.requests[0]
+    assert sent["max_completion_tokens"] == 300 and "max_tokens" not in sent
+    assert sent["tool_choice"] == "auto" and sent["parallel_tool_calls"] is True
