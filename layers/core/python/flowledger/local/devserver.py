@@ -33,6 +33,7 @@ from flowledger.diagnosis.demo_logs import seed_demo_logs
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
 from flowledger.knowledge.index import KnowledgeIndex
+from flowledger.llm.probe import model_banner
 from flowledger.local.console import console_app
 from flowledger.local.datadir import (
     DEV_USER,
@@ -329,7 +330,7 @@ def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
     model = (
         "offline model (deterministic, no network): set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one"
         if settings.uses_offline_model
-        else f"{settings.chat_model} via the OpenAI API"
+        else model_banner(settings)  # the models list and a 1-token chat, ~2 s at most
     )
     if stack.restored is not None:
         state = f"restored {stack.restored.describe()} from {stack.state_file}"
