@@ -64,6 +64,8 @@ def test_llama_cpp_server_gets_json_object_with_a_schema(
     assert checks["streaming usage"] == "no usage"
     assert report["structured_output"] == "json_object_schema"
     assert report["chat_uses"]["structured_output"] == "json_object_schema"  # auto steps down past the 500
+    # tool_choice auto, as a diagnosis step sends it, brings no call back: tools go as the next action.
+    assert (checks["tools, tool_choice auto"], report["tool_calling"]) == ("no call", "structured")
     # One request refused: the json_schema one (its 500 comes with the server's traceback).
     refused = [line for line in llama_cpp_server.refusals(mark) if line != "Traceback"]
     assert len(refused) == 1 and '" 500 ' in refused[0], refused

@@ -158,14 +158,14 @@ class OpenAIChatModel:
             prefix.append(schema_instruction(wanted))
         request: dict[str, Any] = {
             "model": self._model,
-            "messages": [_wire_message(m) for m in prefix + wire],
+            "messages": [wire_message(m) for m in prefix + wire],
             "timeout": timeout,
             ("max_completion_tokens" if self._openai_proper else "max_tokens"): max_tokens,
         }
         if wanted is not None and (shape := response_format(structured, wanted)) is not None:
             request["response_format"] = shape
         if tools and not emulated:
-            request["tools"] = [_wire_tool(t) for t in tools]
+            request["tools"] = [wire_tool(t) for t in tools]
             request["tool_choice"] = "auto"
             if self._openai_proper:  # other servers ignore it or refuse it; the agent takes a batch either way
                 request["parallel_tool_calls"] = True
@@ -178,12 +178,12 @@ class OpenAIChatModel:
             self._log_failure("could not be reached", None, type(exc).__name__)
             raise ModelTransportError("could not reach the model server") from exc
         except self._openai.APIStatusError as exc:
-            message = _error_message(exc)
+            message = error_message(exc)
             self._log_failure("answered an error", exc.status_code, message)
             raise _status_error(exc.status_code, message, request) from exc
         lenient = structured in (StructuredOutput.JSON_OBJECT, StructuredOutput.PROMPT)
         prompt_chars = sum(len(m["content"] or "") for m in request["messages"])
-        reply = _reply(completion, wanted, lenient=lenient, prompt_chars=prompt_chars)
+        reply = parse_reply(completion, wanted, lenient=lenient, prompt_chars=prompt_chars)
         if not emulated or reply.data is None:
             return reply
         call, answer = parse_next_action(reply.data, tools)
@@ -233,7 +233,8 @@ def _status_error(status_code: int, message: str, request: dict[str, Any]) -> Mo
     return ModelRefused(status_code)
 
 
-def _error_message(exc: Any) -> str:
+def error_message(exc: Any) -> str:
+    """The server's own words for a failed call (its error message, else the body): what the log line quotes."""
     body = exc.body
     if isinstance(body, dict):
         detail = body.get("error", body)
@@ -243,7 +244,8 @@ def _error_message(exc: Any) -> str:
     return str(body if body is not None else exc.message)
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
+def wire_message(message: Message) -> dict[str, Any]:
+    """One message as the Chat Completions API takes it."""
     wire: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         wire["tool_calls"] = [
@@ -255,7 +257,8 @@ def _wire_message(message: Message) -> dict[str, Any]:
     return wire
 
 
-def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
+def wire_tool(tool: ToolSpec) -> dict[str, Any]:
+    """One tool as a strict function definition."""
     return {
         "type": "function",
         "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters, "strict": True},
@@ -270,7 +273,8 @@ def _usage(completion: Any, messages_chars: int, answer_chars: int) -> Usage:
     return Usage(prompt, generated)
 
 
-def _reply(completion: Any, schema: JsonSchema | None, *, lenient: bool, prompt_chars: int) -> Reply:
+def parse_reply(completion: Any, schema: JsonSchema | None, *, lenient: bool, prompt_chars: int) -> Reply:
+    """The port's reply from a completion; the object parsed when a schema was asked (leniently in prompt modes)."""
     if not completion.choices:
         raise ModelInvalidOutput("the model returned no choice")
     choice = completion.choices[0]

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from flowledger.errors import FlowledgerError
 from flowledger.llm.endpoint import model_endpoint_for
-from flowledger.llm.openai_adapter import OpenAIChatModel, _error_message, _reply, _wire_message, _wire_tool
+from flowledger.llm.openai_adapter import OpenAIChatModel, error_message, parse_reply, wire_message, wire_tool
 from flowledger.llm.output_modes import (
     LADDER,
     STRUCTURED_SETTINGS,
@@ -171,7 +171,7 @@ class _Prober:
             answer = call()
             result, detail = judge(answer)
         except self._openai.APIStatusError as exc:
-            said = _error_message(exc).strip()
+            said = error_message(exc).strip()
             result, detail = "refused", f"{exc.status_code}: {said}" if said else f"{exc.status_code}"
         except self._openai.APITimeoutError:
             result, detail = "failed", f"no answer within {self.timeout:g} s"
@@ -184,7 +184,7 @@ class _Prober:
     def chat(self, messages: list[Message], max_tokens: int, timeout: float | None = None, **fields: Any) -> Any:
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [_wire_message(m) for m in messages],
+            "messages": [wire_message(m) for m in messages],
             "timeout": timeout or self.timeout,
             self.tokens_field: max_tokens,
             **fields,
@@ -203,7 +203,7 @@ class _Prober:
 
     def plain_chat(self, max_tokens: int = CHAT_MAX_TOKENS, timeout: float | None = None) -> Check:
         def judge(completion: Any) -> tuple[str, str]:
-            reply = _reply(completion, None, lenient=False, prompt_chars=0)
+            reply = parse_reply(completion, None, lenient=False, prompt_chars=0)
             said = f": {_quoted(reply.text)}" if reply.text else ", no text"
             return "ok", f"finish_reason {reply.finish_reason}, {_tokens(completion)}{said}"
 
@@ -230,7 +230,7 @@ class _Prober:
 
         def judged(completion: Any) -> tuple[str, str]:
             try:
-                reply = _reply(completion, schema, lenient=mode in PROMPTED, prompt_chars=0)
+                reply = parse_reply(completion, schema, lenient=mode in PROMPTED, prompt_chars=0)
             except ModelInvalidOutput as exc:
                 choice = completion.choices[0] if completion.choices else None
                 content = (choice.message.content if choice else None) or ""
@@ -256,7 +256,7 @@ class _Prober:
 
     def native_tools(self, parallel: bool) -> Check:
         def judge(completion: Any) -> tuple[str, str]:
-            reply = _reply(completion, None, lenient=False, prompt_chars=0)
+            reply = parse_reply(completion, None, lenient=False, prompt_chars=0)
             calls = reply.tool_calls
             if not calls:
                 said = _quoted(reply.text) if reply.text else "empty content"
@@ -268,7 +268,7 @@ class _Prober:
                 return "called", shown + suffix
             return ("parallel" if len(calls) > 1 else "one call"), f"{len(calls)}: {shown}{suffix}"
 
-        fields: dict[str, Any] = {"tools": [_wire_tool(WEATHER)], "tool_choice": "auto"}
+        fields: dict[str, Any] = {"tools": [wire_tool(WEATHER)], "tool_choice": "auto"}
         if parallel:
             fields["parallel_tool_calls"] = True
         ask, tokens = (ASK_TWO_CITIES, STRUCTURED_MAX_TOKENS) if parallel else (ASK_WEATHER, TOOL_MAX_TOKENS)
@@ -345,15 +345,18 @@ def probe(
         prober.skip = prober.skip or "a plain chat failed"
     modes = {mode: prober.structured_output(mode) for mode in LADDER}
     structured, structured_reason = choose_structured(modes)
+    native = prober.native_tools(parallel=False)
     checks += [
         *modes.values(),
-        prober.native_tools(parallel=False),
+        native,
         prober.native_tools(parallel=True),
         prober.next_action(structured),
         prober.max_tokens(),
         prober.streaming_usage(),
     ]
-    called = any(c.result in ("called", "parallel", "one call") for c in checks)
+    # What the chat sends is one step with tool_choice auto: only that check decides (a call that comes back
+    # only when two are asked for, as llama-cpp-python's does, is not what a diagnosis step will get).
+    called = native.result in ("called", "parallel", "one call")
     chat = _chat_model(endpoint, structured_setting, tool_setting)
     # auto starts at the top and steps down past each refused mode
     reached = next((m for m in LADDER if modes[m].result != "refused"), None)
