@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from flowledger.api.chat_app import create_app
 from flowledger.chat.executors import Budget, RunCancelled, TurnContext
 from flowledger.chat.models import ChatRequest, ContentEvent, Intent
+from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import CancelToken
 from flowledger.chat.wiring import build_use_case
 from flowledger.diagnosis.demo_incident import ERROR_CODE, PAYMENTS_LOG_GROUP
@@ -882,3 +883,26 @@ async def test_a_new_session_reads_no_history(services: Services, scripted_opena
     scripted_openai.script = [route(), missing_context()]
     await harness.ask("json", QUESTION, session_id=first["session_id"])
     assert len(reads) == 2  # the last turn (for the router) and the last safe diagnosis
+
+
+async def test_a_run_cancelled_through_the_api_stops_at_its_next_check(
+    services: Services, scripted_openai: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel route's word reaches the working turn: no tool runs and no model call is made after it."""
+    import flowledger.chat.usecase as usecase
+
+    monkeypatch.setattr(usecase, "STORE_POLL_SECONDS", 0.0)  # look at the store at every check
+    harness = Diagnosis(services, scripted_openai)
+
+    def cancel_then_call_a_tool(body: dict[str, Any]) -> dict[str, Any]:
+        runs = services.aws.dynamodb.scan(TableName=services.aws.table_name("runs"))["Items"]
+        running = [r["run_id"]["S"] for r in runs if r.get("status", {}).get("S") == "RUNNING"]
+        RunStore(services).cancel("alice", running[0])
+        return calls(("query_logs", window()))
+
+    scripted_openai.script = [route(), cancel_then_call_a_tool, calls(("query_logs", window()))]
+    outcome = await harness.ask("sse", QUESTION)
+    assert outcome["error"]["code"] == "CANCELLED" and outcome.get("content") is None
+    assert len(harness.model_requests()) == 2  # the router and the step in flight when the cancel came
+    assert "QUERYING_LOGS" not in outcome["status_codes"]  # the tool the step asked for never ran
+    assert harness.run(outcome).status == "CANCELLED"

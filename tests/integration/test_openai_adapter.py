@@ -284,3 +284,17 @@ def test_openai_itself_gets_max_completion_tokens_native_tools_and_parallel_call
     sent = scripted_openai.requests[0]
     assert sent["max_completion_tokens"] == 300 and "max_tokens" not in sent
     assert sent["tool_choice"] == "auto" and sent["parallel_tool_calls"] is True
+
+
+def test_the_settings_cap_lowers_every_calls_max_tokens(scripted_openai: Any) -> None:
+    from flowledger.config import Settings
+    from flowledger.llm.factory import chat_model_for
+
+    settings = Settings.model_validate(
+        {"OPENAI_BASE_URL": scripted_openai.base_url, "FLOWLEDGER_MODEL_MAX_TOKENS": "100"}
+    )
+    model = chat_model_for(settings)
+    scripted_openai.script = [{"text": "a"}, {"text": "b"}]
+    model.complete([Message("user", "q")], timeout_seconds=5, max_tokens=1024)
+    model.complete([Message("user", "q")], timeout_seconds=5, max_tokens=64)
+    assert [r["max_tokens"] for r in scripted_openai.requests] == [100, 64]

@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     # How tools are offered: native tools + tool_choice, or a strict next-action schema (auto: native
     # on OpenAI's API only, since other servers may drop tools without saying so).
     tool_calling: Literal["auto", "native", "structured"] = Field("auto", validation_alias="FLOWLEDGER_TOOL_CALLING")
+    # The most tokens any one model call may generate, below each call's own size (a slow local server).
+    model_max_tokens: int | None = Field(None, validation_alias="FLOWLEDGER_MODEL_MAX_TOKENS", ge=16, le=32_768)
     # In AWS (set by CDK): where the three values above are read at run time. A value given directly
     # (OPENAI_API_KEY, OPENAI_BASE_URL, FLOWLEDGER_CHAT_MODEL) wins over the one named here.
     openai_api_key_secret_arn: str | None = Field(None, validation_alias="FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN")

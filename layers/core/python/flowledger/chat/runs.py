@@ -204,6 +204,17 @@ class RunStore:
         ).get("Item")
         return RunStatus(item["status"]["S"]) if item else RunStatus.RUNNING
 
+    def is_cancelled(self, session_id: str, run_id: str) -> bool:
+        """Whether the run was cancelled (through the cancel route): one consistent read of its status."""
+        item = self._db.get_item(
+            TableName=self._table,
+            ConsistentRead=True,
+            Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}},
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "status"},
+        ).get("Item")
+        return bool(item) and item["status"]["S"] == RunStatus.CANCELLED.value
+
     def get(self, session_id: str, run_id: str) -> RunView | None:
         item = self._db.get_item(
             TableName=self._table, ConsistentRead=True, Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
@@ -54,6 +55,8 @@ SOURCE_REVOKED_ANSWER = PublicContent(
     limitations="Ask again to get an answer from the sources you can read now.",
 )
 CANCELLED_MESSAGE = "the run was cancelled"
+# How often a working turn looks at its stored run for the cancel route's word (one GetItem each time).
+STORE_POLL_SECONDS = 1.0
 ROUTED = {
     Intent.SYSTEM_CHAT: StatusCode.ROUTED_SYSTEM_CHAT,
     Intent.KNOWLEDGE_QUERY: StatusCode.ROUTED_KNOWLEDGE_QUERY,
@@ -63,15 +66,34 @@ ROUTED = {
 
 @dataclass
 class CancelToken:
-    """Shared by the transport (client disconnect) and the run: once set, the run cannot succeed."""
+    """Shared by the transport (client disconnect) and the run: once set, the run cannot succeed.
+
+    ``watch`` adds the cancel route's word: the stored run is looked at, at most once per
+    ``STORE_POLL_SECONDS``, wherever the run checks the token, so a run cancelled through the API stops
+    at its next check instead of spending its budget on an answer that would be dropped.
+    """
 
     _event: threading.Event = field(default_factory=threading.Event)
+    _watcher: Callable[[], bool] | None = None
+    _next_poll: float = 0.0
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def cancel(self) -> None:
         self._event.set()
 
+    def watch(self, stored_cancelled: Callable[[], bool]) -> None:
+        self._watcher = stored_cancelled
+        self._next_poll = self.clock() + STORE_POLL_SECONDS
+
     @property
     def cancelled(self) -> bool:
+        if self._event.is_set():
+            return True
+        if self._watcher is not None and self.clock() >= self._next_poll:
+            self._next_poll = self.clock() + STORE_POLL_SECONDS
+            with contextlib.suppress(Exception):  # the store unreachable: the turn's own checks decide
+                if self._watcher():
+                    self._event.set()
         return self._event.is_set()
 
 
@@ -111,6 +133,7 @@ class ChatApplicationUseCase:
         session_id = request.session_id or new_id("ses_")
         run_id = new_id("run_")
         started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
+        cancel.watch(lambda: self.runs.is_cancelled(session_id, run_id))
         budget = self.budget()
         if deadline is not None:  # the caller's deadline (the Lambda's remaining time) may be the nearer one
             budget.deadline = deadline if budget.deadline is None else min(budget.deadline, deadline)

@@ -40,7 +40,12 @@ from flowledger.continuity.precedence import SourcePlan, resolve_sources
 from flowledger.continuity.reauthorize import SourceOutcome, SourceStatus, disclosure, reauthorize
 from flowledger.continuity.refs import GroundedRef, GroundedRefs, GroundedRefStore
 from flowledger.continuity.request import MAX_SOURCES_PER_TURN, SourceRequest
-from flowledger.continuity.sufficiency import SufficiencyDecision, assess
+from flowledger.continuity.sufficiency import (
+    ASSESSMENT_MAX_TOKENS,
+    ASSESSMENT_TIMEOUT_SECONDS,
+    SufficiencyDecision,
+    assess,
+)
 from flowledger.errors import InvalidInput, NotFound
 from flowledger.identity import Principal
 from flowledger.knowledge.scopes import GLOBAL, MAX_SCOPES_PER_LOOKUP
@@ -293,7 +298,10 @@ class ContinuityService:
             (parse_plan(found) for ref in plan.prior_refs if (found := grounded.plan_for(ref)) is not None), None
         )
         budget.check_model_call()
-        decision: SufficiencyDecision = assess(query, plan.prior_refs, prior_plan, self._model, outcomes=turn.outcomes)
+        timeout, _ = budget.call_bounds(ASSESSMENT_TIMEOUT_SECONDS, ASSESSMENT_MAX_TOKENS)
+        decision: SufficiencyDecision = assess(
+            query, plan.prior_refs, prior_plan, self._model, outcomes=turn.outcomes, timeout_seconds=timeout
+        )
         budget.model_calls += decision.model_calls
         budget.tokens += decision.tokens
         turn.reasons.extend(reason.value for reason in decision.reasons)

@@ -22,4 +22,5 @@ def chat_model_for(settings: Settings) -> ChatModel:
         endpoint.base_url,
         structured_output=settings.structured_output,
         tool_calling=settings.tool_calling,
+        max_tokens_cap=settings.model_max_tokens,
     )

@@ -59,6 +59,7 @@ class OpenAIChatModel:
         *,
         structured_output: str = "auto",
         tool_calling: str = "auto",
+        max_tokens_cap: int | None = None,
     ) -> None:
         import openai  # only functions that talk to a model load the SDK
 
@@ -70,6 +71,7 @@ class OpenAIChatModel:
         self._openai_proper = base_url is None or self._host == "api.openai.com"
         self._structured_setting = structured_output
         self._tool_setting = tool_calling
+        self._max_tokens_cap = max_tokens_cap
 
     @property
     def name(self) -> str:
@@ -115,6 +117,8 @@ class OpenAIChatModel:
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
         """One bounded call; a refused mode steps down (``auto``) and the call is made again in the next."""
+        if self._max_tokens_cap is not None:
+            max_tokens = min(max_tokens, self._max_tokens_cap)
         while True:
             structured, tooling = self.structured_output, self.tool_calling
             try:
