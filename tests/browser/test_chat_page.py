@@ -333,6 +333,15 @@ def test_fallback_and_failed_runs_are_shown_as_such(page: Any, server: RunningSe
     assert "the router could not route this query" in turn.locator(".outcome").inner_text()
 
 
+def test_small_talk_shows_that_it_was_checked_against_nothing(page: Any, server: RunningServer) -> None:
+    open_console(page, server, "chat")
+    turn = ask(page, "hello")
+    assert turn.get_attribute("data-state") == "done"
+    assert turn.locator(".limitations").inner_text() == (
+        "Limitations: Not checked against any document: this is a conversational answer, not a sourced one."
+    )
+
+
 def test_the_page_is_usable_on_a_phone(page: Any, server: RunningServer) -> None:
     page.set_viewport_size(PHONE)
     open_console(page, server, "chat")

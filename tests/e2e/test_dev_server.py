@@ -179,6 +179,11 @@ def test_chat_streams_over_http_and_the_cli_prints_the_answer(server: Any) -> No
     )
     assert answer.returncode == 0, answer.stderr
     assert "Patient narratives and consent" in answer.stdout and "flowledger-offline-v1" in answer.stderr
+    small_talk = server.cli("chat", "hello", "--data-dir", str(server.data_dir.path))
+    assert small_talk.returncode == 0, small_talk.stderr
+    assert (
+        "(Not checked against any document: this is a conversational answer, not a sourced one.)" in small_talk.stdout
+    )
 
 
 def test_the_research_sdk_drives_the_backlog_through_signed_calls(server: Any) -> None:
