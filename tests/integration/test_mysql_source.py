@@ -114,11 +114,15 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDb]:
     # A short path: a unix socket path must stay under ~107 bytes.
     root = Path(tmp_path_factory.mktemp("mariadb"))
     datadir, socket_path, log = root / "data", str(root / "mysqld.sock"), root / "error.log"
+    # Its own temporary directory: in /tmp, a bootstrap's internal temporary tables vanished under it once in
+    # CI ("Error on delete of '/tmp/#sql-temptable-…'", two workers each bootstrapping a server at once).
+    scratch = root / "tmp"
+    scratch.mkdir()
     # --force: no lookup of this machine's host name first (the grants here name '%', never a host), which
     # on a machine without DNS can fail; a failure shows the script's own words.
     installed = subprocess.run(
         [install, "--no-defaults", f"--datadir={datadir}", "--user=root", "--auth-root-authentication-method=normal",
-         "--skip-test-db", "--force"],
+         "--skip-test-db", "--force", f"--tmpdir={scratch}"],
         check=False, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     if installed.returncode != 0:
@@ -129,7 +133,7 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDb]:
     server = subprocess.Popen(
         [daemon, "--no-defaults", f"--datadir={datadir}", f"--socket={socket_path}", f"--port={port}",
          "--bind-address=127.0.0.1", "--user=root", f"--pid-file={root / 'mysqld.pid'}", f"--log-error={log}",
-         "--skip-log-bin", "--skip-name-resolve", "--innodb-buffer-pool-size=32M"],
+         "--skip-log-bin", "--skip-name-resolve", "--innodb-buffer-pool-size=32M", f"--tmpdir={scratch}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
