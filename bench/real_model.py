@@ -44,6 +44,8 @@ SETTINGS = {
     "FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS": "3",
     "FLOWLEDGER_DIAGNOSIS_MAX_TOOL_CALLS": "2",
     "BACKLOG_CONSUMER_ENABLED": "false",
+    # A 1,024-token answer takes this server 20-35 s: the 30 s default would abandon some mid-generation.
+    "FLOWLEDGER_MODEL_TIMEOUT_SECONDS": "120",
 }
 
 

@@ -19,6 +19,7 @@ import httpx
 
 @dataclass
 class Exchange:
+    number: int  # arrival order: an answer that comes back late still belongs to the turn that asked
     method: str
     path: str
     request: dict[str, Any]
@@ -47,6 +48,9 @@ class RecordingProxy:
 
             def _forward(self, body: bytes | None) -> None:
                 started = time.monotonic()
+                with owner._lock:
+                    number = owner._arrived
+                    owner._arrived += 1
                 headers = {"content-type": "application/json"} if body is not None else {}
                 try:
                     answer = client.request(self.command, self.path, content=body, headers=headers)
@@ -58,6 +62,7 @@ class RecordingProxy:
                 with owner._lock:
                     owner.exchanges.append(
                         Exchange(
+                            number,
                             self.command,
                             self.path,
                             _json(body),
@@ -66,16 +71,20 @@ class RecordingProxy:
                             time.monotonic() - started,
                         )
                     )
-                self.send_response(answer.status_code)
-                self.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
-                self.send_header("Content-Length", str(len(answer.content)))
-                self.end_headers()
-                self.wfile.write(answer.content)
+                try:
+                    self.send_response(answer.status_code)
+                    self.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
+                    self.send_header("Content-Length", str(len(answer.content)))
+                    self.end_headers()
+                    self.wfile.write(answer.content)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the caller gave up first (its timeout): the exchange is recorded all the same
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._lock = threading.Lock()
+        self._arrived = 0
         self._client = client
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -87,13 +96,14 @@ class RecordingProxy:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def completions(self, since: int = 0) -> list[Exchange]:
-        """The chat completion calls after the first ``since`` exchanges."""
+        """The chat completion calls that arrived after ``since`` (a ``mark``), answered by now."""
         with self._lock:
-            return [e for e in self.exchanges[since:] if e.path.endswith("/chat/completions")]
+            return [e for e in self.exchanges if e.number >= since and e.path.endswith("/chat/completions")]
 
     def mark(self) -> int:
+        """How many requests have arrived: what came before belongs to earlier turns."""
         with self._lock:
-            return len(self.exchanges)
+            return self._arrived
 
     def close(self) -> None:
         self._server.shutdown()
