@@ -60,6 +60,11 @@ class BudgetExhausted(FlowledgerError):
         self.limit = limit
 
 
+def within_deadline(timeout: float, remaining: float | None) -> float:
+    """A call's timeout, never past the run's deadline (at least a token amount, so the call can fail fast)."""
+    return timeout if remaining is None else max(0.1, min(timeout, remaining))
+
+
 @dataclass
 class Budget:
     """What a run may spend: model calls, tool calls, tokens and wall-clock time (a monotonic deadline).
@@ -100,8 +105,7 @@ class Budget:
 
         The timeout keeps a token amount so a call past the deadline fails fast rather than not at all.
         """
-        remaining = self.remaining_seconds()
-        bounded_timeout = timeout if remaining is None else max(0.1, min(timeout, remaining))
+        bounded_timeout = within_deadline(timeout, self.remaining_seconds())
         return bounded_timeout, max(MIN_CALL_TOKENS, min(max_tokens, self.max_tokens - self.tokens))
 
     def check_tool_calls(self, count: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from flowledger.chat.executors import within_deadline
 from flowledger.chat.models import Intent
 from flowledger.errors import FlowledgerError
 from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError, ModelInvalidOutput, reason_code
@@ -80,7 +81,7 @@ class IntentRouter:
         its sources, so only a grounded executor may answer it (the enum the model chooses from is narrower).
         """
         schema, allowed = (GROUNDED_SCHEMA, set(GROUNDED_INTENTS)) if grounded else (SCHEMA, set(Intent))
-        timeout = self._timeout if remaining is None else max(0.1, min(self._timeout, remaining))
+        timeout = within_deadline(self._timeout, remaining)
         payload = {
             "query": query,
             "last_intent": last_intent.value if last_intent else None,

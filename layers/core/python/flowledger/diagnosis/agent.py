@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from flowledger.chat.executors import BudgetExhausted, RunCancelled, TurnContext
+from flowledger.chat.executors import BudgetExhausted, RunCancelled, TurnContext, within_deadline
 from flowledger.chat.models import StatusCode
 from flowledger.diagnosis.draft import DRAFT_SCHEMA, Draft, DraftOutput, StopReason
 from flowledger.diagnosis.observations import ObservationLedger
@@ -168,7 +168,7 @@ class ReActDiagnosisAgent:
         if tool is None:
             return ToolResult(ToolOutcome.REFUSED, f"there is no tool named {call.name[:40]!r}")
         try:
-            return tool.run(call.arguments, timeout_seconds=_within(self._tool_timeout, remaining))
+            return tool.run(call.arguments, timeout_seconds=within_deadline(self._tool_timeout, remaining))
         except Exception as exc:  # a tool bug must not end the run: it is an observation that failed
             logger.warning("diagnosis tool failed", extra={"tool": call.name, "error": type(exc).__name__})
             return ToolResult(ToolOutcome.FAILED, f"{call.name} failed unexpectedly")
@@ -189,11 +189,6 @@ def _check_cancelled(context: TurnContext) -> None:
 
 def _call_key(call: ToolCall) -> str:
     return call.name + ":" + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"))
-
-
-def _within(timeout: float, remaining: float | None) -> float:
-    """A call's timeout, never past the run's deadline (at least a token amount, so the call can fail fast)."""
-    return timeout if remaining is None else max(0.1, min(timeout, remaining))
 
 
 def _validated(reply: Reply) -> DraftOutput:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from flowledger.llm.output_modes import (
     MEMORY,
+    PROMPTED,
     STRUCTURED_SETTINGS,
     StructuredOutput,
     ToolCalling,
@@ -129,7 +130,7 @@ class OpenAIChatModel:
 
     def _step_down(self, refused: _ModeRefused, structured: StructuredOutput, tooling: ToolCalling) -> bool:
         if refused.field == "tools" and self._tool_setting == "auto" and tooling is ToolCalling.NATIVE:
-            return MEMORY.step_down(
+            MEMORY.step_down(
                 "tool_calling",
                 self._host,
                 self._model,
@@ -137,11 +138,13 @@ class OpenAIChatModel:
                 ToolCalling.STRUCTURED.value,
                 refused.status_code,
             )
+            return True
         lower = next_structured(structured)
         if refused.field == "response_format" and self._structured_setting == "auto" and lower is not None:
-            return MEMORY.step_down(
+            MEMORY.step_down(
                 "structured_output", self._host, self._model, structured.value, lower.value, refused.status_code
             )
+            return True
         return False
 
     def _call(
@@ -158,7 +161,8 @@ class OpenAIChatModel:
         wanted = next_action_schema(tools, schema) if emulated else schema
         wire = as_plain_messages(messages) if emulated else list(messages)
         prefix = [next_action_instruction(tools)] if emulated else []
-        if wanted is not None and structured in (StructuredOutput.JSON_OBJECT, StructuredOutput.PROMPT):
+        lenient = structured in PROMPTED
+        if wanted is not None and lenient:
             prefix.append(schema_instruction(wanted))
         request: dict[str, Any] = {
             "model": self._model,
@@ -185,7 +189,6 @@ class OpenAIChatModel:
             message = error_message(exc)
             self._log_failure("answered an error", exc.status_code, message)
             raise _status_error(exc.status_code, message, request) from exc
-        lenient = structured in (StructuredOutput.JSON_OBJECT, StructuredOutput.PROMPT)
         prompt_chars = sum(len(m["content"] or "") for m in request["messages"])
         reply = parse_reply(completion, wanted, lenient=lenient, prompt_chars=prompt_chars)
         if not emulated or reply.data is None:

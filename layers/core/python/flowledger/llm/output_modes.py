@@ -37,6 +37,8 @@ class StructuredOutput(StrEnum):
 
 
 LADDER = tuple(StructuredOutput)
+# The modes whose schema travels in the prompt: their answers are read leniently (the first object in the text).
+PROMPTED = (StructuredOutput.JSON_OBJECT, StructuredOutput.PROMPT)
 # FLOWLEDGER_STRUCTURED_OUTPUT: "auto" starts at the top and steps down on a refusal; any other value is
 # the one mode used (``json_object`` is the llama-cpp-python dialect: json_object with the schema).
 STRUCTURED_SETTINGS = {
@@ -62,15 +64,12 @@ class ModeMemory:
         with self._lock:
             return self._modes.get((kind, endpoint, model), default)
 
-    def step_down(self, kind: str, endpoint: str, model: str, refused: str, to: str, status: int) -> bool:
-        """Remember ``to`` in place of ``refused`` and say so once (a concurrent call may have moved on already).
-
-        Returns True: the caller asks again in whatever mode is now remembered.
-        """
+    def step_down(self, kind: str, endpoint: str, model: str, refused: str, to: str, status: int) -> None:
+        """Remember ``to`` in place of ``refused`` and say so once (a concurrent call may have moved on already)."""
         with self._lock:
             key = (kind, endpoint, model)
             if self._modes.get(key, refused) != refused:
-                return True
+                return
             self._modes[key] = to
         logger.warning(
             "model endpoint %s (model %s) refused %s mode %s (%s); using %s from now on",
@@ -81,7 +80,6 @@ class ModeMemory:
             status,
             to,
         )
-        return True
 
     def clear(self) -> None:
         with self._lock:

@@ -32,6 +32,7 @@ from flowledger.llm.endpoint import model_endpoint_for
 from flowledger.llm.openai_adapter import OpenAIChatModel, error_message, parse_reply, wire_message, wire_tool
 from flowledger.llm.output_modes import (
     LADDER,
+    PROMPTED,
     STRUCTURED_SETTINGS,
     StructuredOutput,
     ToolCalling,
@@ -85,8 +86,6 @@ WEATHER = ToolSpec(
 )
 ASK_WEATHER = "What is the weather in Paris right now? Use the get_weather tool."
 ASK_TWO_CITIES = "What is the weather in Paris and in Rome? Call get_weather once for each city."
-# The modes whose schema travels in the prompt: their answers are read leniently (the first object in the text).
-PROMPTED = (StructuredOutput.JSON_OBJECT, StructuredOutput.PROMPT)
 SCHEMA_CARRIED = (StructuredOutput.JSON_SCHEMA, StructuredOutput.JSON_OBJECT_SCHEMA)
 
 # Results of a structured-output check, best first.
