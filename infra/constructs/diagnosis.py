@@ -24,14 +24,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Node
 
+from infra.constructs.nag import NagEnvironment
+
 LOG_GROUPS_CONTEXT = "flowledger:diagnosisLogGroups"
 DATA_API_CONTEXT = "flowledger:diagnosisDataApi"
 _LOG_GROUP_NAME = re.compile(r"^[\w./#-]{1,512}$")
 _CLUSTER_ARN = re.compile(r"^arn:aws[\w-]*:rds:[a-z0-9-]+:\d{12}:cluster:[a-zA-Z][\w-]{0,62}$")
 _SECRET_ARN = re.compile(r"^arn:aws[\w-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
 _DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,63}$")
-# How cdk-nag prints a log group ARN made by Stack.format_arn in its findings.
-_NAG_GROUP_ARN = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,11 @@ def grant_diagnosis(function: lambda_.Function, access: DiagnosisAccess) -> None
         function.add_to_role_policy(
             iam.PolicyStatement(actions=["logs:FilterLogEvents"], resources=[*groups, *(f"{g}:*" for g in groups)])
         )
+        nag = NagEnvironment.of(function)
         Validations.of(function).acknowledge(
             *(
                 Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_NAG_GROUP_ARN}{g}:*]",
+                    id=f"AwsSolutions-IAM5[Resource::{nag.arn('logs', f'log-group:{g}:*')}]",
                     reason="The ':*' form of one allowed log group's own ARN, which CloudWatch Logs also "
                     "authorizes reads against; it covers that group's streams only.",
                 )

@@ -1,9 +1,10 @@
 """The research loop in AWS: off unless the CDK context switches it on.
 
 ``cdk deploy -c flowledger:researchLoop=true`` sets, on the jobs function (where the backlog consumer
-and the research agents run), ``REASONING_FLOW_CAPTURE_ENABLED`` (the agents record their flows),
-``RESEARCH_AUTO_ENQUEUE_ENABLED`` and ``CRITIC_AUTO_ENQUEUE_ENABLED`` (weak results and rejected claims
-enqueue) and ``BACKLOG_CONSUMER_ENABLED`` (the consumer dispatches pulled rows to the agents).
+and the research agents run), ``RESEARCH_AUTO_ENQUEUE_ENABLED`` and ``CRITIC_AUTO_ENQUEUE_ENABLED`` (weak
+results and rejected claims enqueue) and ``BACKLOG_CONSUMER_ENABLED`` (the consumer dispatches pulled rows
+to the agents). The agents record their flows by ``flowledger:flowCapture`` (on by default,
+``infra.constructs.flow_capture``), which the loop needs.
 ``-c flowledger:criticDispatchStrategy=re_research`` re-researches rejected claims instead of marking
 them for a curator (``mark_for_review``, the default). The jobs function's grants are the same either
 way: switching the loop is an environment change.
@@ -22,7 +23,6 @@ from infra.constructs.continuity import _boolean
 LOOP_CONTEXT = "flowledger:researchLoop"
 STRATEGY_CONTEXT = "flowledger:criticDispatchStrategy"
 LOOP_VARIABLES = (
-    "REASONING_FLOW_CAPTURE_ENABLED",
     "RESEARCH_AUTO_ENQUEUE_ENABLED",
     "CRITIC_AUTO_ENQUEUE_ENABLED",
     "BACKLOG_CONSUMER_ENABLED",

@@ -31,7 +31,7 @@ def token(server: Any, *args: str) -> str:
 
 
 def test_health_answers_200(server: Any) -> None:
-    assert httpx.get(f"{server.base_url}/health").json() == {"status": "ok"}
+    assert httpx.get(f"{server.base_url}/health").json() == {"status": "ok", "model": "offline"}
 
 
 def test_me_is_401_without_a_token_and_200_with_one(server: Any) -> None:

@@ -1,4 +1,4 @@
-"""One synthesis of the real app (dependencies layer build skipped) shared by the infra tests."""
+"""One synthesis of the real app (dependencies layer build skipped, a test model named) shared by the infra tests."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
-from tests.infra.synth import outdir
+from tests.infra.synth import app_with
 
 
 @pytest.fixture(scope="session")
 def app() -> App:
-    from infra.app import build_app
-
-    app = build_app(skip_dependencies_layer=True, outdir=outdir())
+    app = app_with({})
     app.synth()  # runs cdk-nag: raises on any unacknowledged finding
     return app
 

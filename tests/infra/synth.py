@@ -25,15 +25,24 @@ def outdir() -> Path:
     return folder
 
 
+# A production stage needs a model server (the synth fails without one); the tests' stacks name one, and
+# one console origin for CORS (the default, the console's own distribution, is synthesized where a test
+# says so). A test of the offline model's stack passes ``{MODEL_CONTEXT: None}`` with a dev stage.
+MODEL_CONTEXT = "flowledger:model"
+TEST_MODEL = {"secretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:flowledger/openai-AbCdEf"}
+TEST_CONSOLE_ORIGIN = "https://console.example.com"
+TEST_CONTEXT = {MODEL_CONTEXT: TEST_MODEL, "flowledger:corsOrigins": TEST_CONSOLE_ORIGIN}
+
+
 def app_with(context: dict[str, Any]) -> App:
-    """The real app (dependencies layer build skipped) with ``context`` on top of cdk.json's."""
+    """The real app (dependencies layer build skipped) with ``context`` on top of cdk.json's and ``TEST_CONTEXT``."""
     from infra import app as cdk_app
 
     class AppWithContext(App):
         def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
             super().__init__(context={**context, **extra}, **options)
 
-    extra = context
+    extra = {**TEST_CONTEXT, **context}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cdk_app, "App", AppWithContext)
         return cdk_app.build_app(skip_dependencies_layer=True, outdir=outdir())

@@ -89,8 +89,9 @@ def test_the_model_callers_are_told_the_names_and_no_other_function_is(configure
         assert told == (names if key.startswith(MODEL_CALLERS) else {}), key
 
 
-def test_without_context_nothing_is_granted_or_set(resources: dict[str, Any]) -> None:
-    # The shared synthesis has cdk.json's context only: no flowledger:model (and no diagnosis secret).
+def test_without_context_nothing_is_granted_or_set() -> None:
+    # A trial may run on the offline model: no flowledger:model (and no diagnosis secret).
+    resources = resources_with({MODEL_CONTEXT: None, "flowledger:stage": "dev"})
     for statements in statements_by_role(resources).values():
         for statement in statements:
             actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
@@ -241,10 +242,14 @@ VOYAGE_SECRET = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:flowledger
 
 
 def test_voyage_pathways_read_exactly_their_secret_and_nothing_of_openais() -> None:
-    resources = synthesized({EMBEDDINGS_CONTEXT: {"pathways": "voyage_3_5_lite", "voyageSecretArn": VOYAGE_SECRET}})
+    # A trial on the offline chat model: no OpenAI key anywhere to be confused with Voyage's.
+    voyage = {"pathways": "voyage_3_5_lite", "voyageSecretArn": VOYAGE_SECRET}
+    resources = synthesized({EMBEDDINGS_CONTEXT: voyage, MODEL_CONTEXT: None, "flowledger:stage": "dev"})
     by_role = statements_by_role(resources)
     for prefix, function in by_prefix(resources).items():
-        variables = function["Properties"]["Environment"]["Variables"]
+        variables = (
+            function["Properties"].get("Environment", {}).get("Variables", {})
+        )  # a trial's bucket emptier has none
         reads = model_statements(by_role.get(function["Properties"]["Role"]["Fn::GetAtt"][0], []))
         if prefix in PATHWAY_EMBEDDERS:
             assert variables["PATHWAY_EMBEDDING_MODEL"] == "voyage_3_5_lite"

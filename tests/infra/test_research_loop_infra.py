@@ -44,5 +44,11 @@ def test_a_bad_value_fails_the_synth_naming_the_key(context: dict[str, Any], key
 
 def test_the_loop_without_a_model_fails_the_synth() -> None:
     # The offline model would answer real rows, and its confident answers would seed pathways.
-    with pytest.raises(ValueError, match="needs flowledger:model"):
-        resources_with({LOOP_CONTEXT: "true"})
+    with pytest.raises(ValueError, match="researchLoop=true needs flowledger:model"):
+        resources_with({LOOP_CONTEXT: "true", "flowledger:stage": "dev", "flowledger:model": None})
+
+
+def test_the_loop_without_flow_capture_fails_the_synth() -> None:
+    # Its agents are judged, and pathways mined, from the flows they record.
+    with pytest.raises(ValueError, match="researchLoop=true needs flowledger:flowCapture"):
+        resources_with({LOOP_CONTEXT: "true", "flowledger:flowCapture": "false"})

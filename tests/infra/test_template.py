@@ -17,7 +17,7 @@ from flowledger.jobs import JOBS
 from flowledger.store.envelope import FieldRef
 from flowledger.store.tables import TABLES, physical_table_name
 from infra.constructs.data import FLOW_CONTEXT_KEY
-from tests.infra.synth import outdir, own_functions
+from tests.infra.synth import app_with, own_functions
 
 AUTH_TYPE = {Access.JWT: "CUSTOM", Access.IAM: "AWS_IAM", Access.PUBLIC: "NONE"}
 
@@ -162,9 +162,7 @@ def test_each_job_has_a_schedule_that_names_it(template: Template, job: Any) -> 
 
 
 def test_cdk_nag_fails_the_synth_on_an_unacknowledged_finding() -> None:
-    from infra.app import build_app
-
-    app = build_app(skip_dependencies_layer=True, outdir=outdir())
+    app = app_with({})
     stack = app.node.find_child("Flowledger")
     s3.Bucket(stack, "Careless", removal_policy=RemovalPolicy.DESTROY)  # no SSL rule, no access logs
     with pytest.raises(RuntimeError, match="AwsSolutions-S"):

@@ -22,8 +22,24 @@ def invoke(load_function: Callable[[str], Any], lambda_context: Any) -> Callable
     return call
 
 
-def test_health_is_public(invoke: Any, rest_event: Any) -> None:
-    assert invoke(rest_event("GET", "/health")) == (200, {"status": "ok"})
+def test_health_is_public_and_says_the_offline_model_answers_without_a_server(invoke: Any, rest_event: Any) -> None:
+    assert invoke(rest_event("GET", "/health")) == (200, {"status": "ok", "model": "offline"})
+
+
+@pytest.mark.parametrize("kind", ["server", "offline"])
+def test_health_says_what_the_deployment_gave_the_chat(
+    kind: str, load_function: Callable[[str], Any], lambda_context: Any, rest_event: Any, monkeypatch: Any
+) -> None:
+    # In AWS only the chat and jobs functions get the model's settings; CDK tells every function which it is.
+    from flowledger.services import bootstrap
+
+    monkeypatch.setenv("FLOWLEDGER_DEPLOYED_CHAT_MODEL", kind)
+    bootstrap.cache_clear()  # a cold start reads the environment
+    try:
+        response = load_function("core").handler(rest_event("GET", "/health"), lambda_context)
+    finally:
+        bootstrap.cache_clear()
+    assert json.loads(response["body"]) == {"status": "ok", "model": kind}
 
 
 def test_me_returns_the_authorizer_principal(invoke: Any, rest_event: Any) -> None:

@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     openai_api_key_secret_arn: str | None = Field(None, validation_alias="FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN")
     openai_base_url_parameter: str | None = Field(None, validation_alias="FLOWLEDGER_OPENAI_BASE_URL_PARAMETER")
     chat_model_parameter: str | None = Field(None, validation_alias="FLOWLEDGER_CHAT_MODEL_PARAMETER")
+    # In AWS (set by CDK on every function): whether the deployment's chat reaches a model server
+    # ("server") or answers with the offline model ("offline"); only the chat and jobs functions get
+    # the model's settings, so this is how /health on another function can say which it is.
+    deployed_chat_model: Literal["server", "offline"] | None = Field(
+        None, validation_alias="FLOWLEDGER_DEPLOYED_CHAT_MODEL"
+    )
     # How long a value read from Secrets Manager or SSM is reused before it is read again (a rotated key).
     model_config_max_age_seconds: int = Field(
         300, validation_alias="FLOWLEDGER_MODEL_CONFIG_MAX_AGE_SECONDS", ge=1, le=86_400
@@ -217,6 +223,13 @@ class Settings(BaseSettings):
             or (self.openai_base_url_parameter and self.openai_base_url is None)
             or (self.chat_model_parameter and "chat_model" not in self.model_fields_set)
         )
+
+    @property
+    def chat_model_kind(self) -> Literal["server", "offline"]:
+        """What answers the chat: what the deployment says it configured, else what these settings configure."""
+        if self.deployed_chat_model is not None:
+            return self.deployed_chat_model
+        return "offline" if self.uses_offline_model else "server"
 
     @property
     def uses_offline_model(self) -> bool:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from flowledger.api.access import any_token
+from flowledger.api.app import services_of
 from flowledger.api.principals import client_principal, iam_principal
 
 router = Router()
@@ -13,6 +16,9 @@ router = Router()
 
 class Health(BaseModel):
     status: str
+    model: Literal["server", "offline"] = Field(
+        description="What answers the chat: a model server, or the offline rule-based model (a trial's default)"
+    )
 
 
 class Me(BaseModel):
@@ -24,7 +30,7 @@ class Me(BaseModel):
 
 @router.get("/health", summary="Liveness", tags=["core"])
 def health() -> Health:
-    return Health(status="ok")
+    return Health(status="ok", model=services_of(router).settings.chat_model_kind)
 
 
 @router.get("/api/me", summary="The bearer token's principal and scopes", tags=["core"], security=any_token())
