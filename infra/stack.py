@@ -46,6 +46,8 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
 CHAT_ACCESS = DataAccess(
     read_tables=("knowledge", "workspaces", "documents"), write_tables=("runs",), read_buckets=("documents",)
 )
+# The buffered chat routes list a caller's sessions and runs and cancel a run: the runs table alone.
+CHAT_BUFFERED_ACCESS = DataAccess(write_tables=("runs",))
 # The jobs run the research agents too (the backlog consumer): they search the knowledge base and the
 # listed public workspaces, and record their flows' steps.
 JOBS_ACCESS = DataAccess(
@@ -128,6 +130,7 @@ class FlowledgerStack(Stack):
         console.serve(api, data.buckets[UPLOAD_BUCKET])
         chat = Chat(self, "Chat", defaults=defaults, api=api, lwa_layer_version=settings.lwa_layer_version)
         data.grant(chat.function, CHAT_ACCESS)
+        data.grant(chat.buffered_function, CHAT_BUFFERED_ACCESS)
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
         grant_diagnosis(chat.function, DiagnosisAccess.from_context(self.node))
         ContinuitySwitches.from_context(self.node).apply(chat.function)
@@ -158,6 +161,7 @@ class FlowledgerStack(Stack):
                     "authorizer": api.authorizer_function,
                     **self.capability_functions,
                     "chat": chat.function,
+                    "chat-buffered": chat.buffered_function,
                     "jobs": jobs.function,
                     "console-deploy": console.deploy_function,
                     "console-token-claims": console.token_claims_function,
