@@ -12,6 +12,7 @@ from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, rout
 from flowledger.store.provision import UPLOAD_BUCKET
 from infra.constructs.api import Api, Throttle, cors_origins_from
 from infra.constructs.chat import Chat
+from infra.constructs.concurrency import ReservedConcurrency
 from infra.constructs.console import Console, TokenIssuer
 from infra.constructs.continuity import ContinuitySwitches
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
@@ -95,6 +96,7 @@ class FlowledgerStack(Stack):
             },
             log_key=data.key,
             log_removal=stage.removal,
+            reserved_concurrency=ReservedConcurrency.from_context(self.node).by_function,
         )
         if stage.is_trial and data.locked_buckets:
             LockedBucketCleanup(self, "TrialCleanup", buckets=data.locked_buckets, defaults=defaults)
@@ -169,6 +171,7 @@ class FlowledgerStack(Stack):
                 rest_api=api.rest_api,
                 tables=data.tables,
                 dead_letters=jobs.dead_letters,
+                job_failures=jobs.failures,
             ),
         )
         self.data = data

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Aws, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, Duration, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -35,6 +35,9 @@ from flowledger.store.tables import (
 from infra.constructs.stage import StagePolicy
 
 BUCKET_SUFFIX = f"{Aws.ACCOUNT_ID}-{Aws.REGION}"
+# The access-log bucket is versioned so that a log overwritten or deleted can still be read for a while.
+ACCESS_LOG_NONCURRENT_DAYS = 30
+ABORT_MULTIPART_DAYS = 7  # a log upload never takes a week: what is left is a failed one, still billed
 # The KMS encryption context key that names a sealed field's flow (FieldRef.kms_context; a test ties the two).
 FLOW_CONTEXT_KEY = "flowledger:flow_id"
 
@@ -81,6 +84,8 @@ class Data(Construct):
             removal_policy=stage.removal,
             auto_delete_objects=stage.auto_delete_objects,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            versioned=True,
+            lifecycle_rules=[self._access_log_lifecycle()],
         )
         Validations.of(self.access_logs).acknowledge(
             Acknowledgment(
@@ -104,6 +109,21 @@ class Data(Construct):
             allowed_headers=list(UPLOAD_HEADERS) or None,
             exposed_headers=list(UPLOAD_EXPOSED_HEADERS),
             max_age=UPLOAD_PREFLIGHT_MAX_AGE_SECONDS,
+        )
+
+    def _access_log_lifecycle(self) -> s3.LifecycleRule:
+        """Expire access logs after the stage's retention, their overwritten or deleted versions a month later.
+
+        No storage-class transition: log objects are mostly a few KB, under the 128 KB an infrequent-access
+        class bills each object at, so moving them would cost more than keeping them. The current versions' expiry
+        also removes the delete markers it leaves once their old versions are gone (S3 does so for a
+        rule with Days).
+        """
+        return s3.LifecycleRule(
+            id="ExpireAccessLogs",
+            expiration=self.stage.access_log_retention,
+            noncurrent_version_expiration=Duration.days(ACCESS_LOG_NONCURRENT_DAYS),
+            abort_incomplete_multipart_upload_after=Duration.days(ABORT_MULTIPART_DAYS),
         )
 
     def _let_logs_use_the_key(self) -> None:
@@ -195,6 +215,7 @@ class Data(Construct):
             ),
             time_to_live_attribute=spec.ttl_attribute,
             removal_policy=self.stage.removal,
+            deletion_protection=self.stage.deletion_protection,
         )
         for index in spec.indexes:
             projection = dynamodb.ProjectionType.ALL

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -32,13 +34,22 @@ class FunctionDefaults:
     """What every function shares: its layer source, the base environment and how its logs are kept.
 
     ``log_key`` encrypts every function's log group (the stack passes the data key); ``log_removal``
-    is the log groups' removal policy (RETAIN in prod, DESTROY in a trial stage).
+    is the log groups' removal policy (RETAIN in prod, DESTROY in a trial stage);
+    ``reserved_concurrency`` reserves concurrency for a function by its name
+    (``infra.constructs.concurrency``; a function not named reserves none).
     """
 
     layers: LayerSource
     environment: dict[str, str] = field(default_factory=dict)
     log_key: kms.IKey | None = None
     log_removal: RemovalPolicy = RemovalPolicy.RETAIN
+    reserved_concurrency: Mapping[str, int] = field(default_factory=dict)
+
+
+@cache
+def function_names() -> frozenset[str]:
+    """The name of every function there is: a function is made from ``functions/<name>/``."""
+    return frozenset(p.name for p in (ROOT / "functions").iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 
 def core_layer_code() -> lambda_.Code:
@@ -81,6 +92,7 @@ def python_function(
         tracing=lambda_.Tracing.ACTIVE,
         logging_format=lambda_.LoggingFormat.JSON,
         log_group=log_group,
+        reserved_concurrent_executions=defaults.reserved_concurrency.get(name),
     )
     Validations.of(function).acknowledge(
         Acknowledgment(

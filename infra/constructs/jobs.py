@@ -1,12 +1,15 @@
 """The jobs function and one EventBridge Scheduler entry per registered job.
 
 A schedule whose invocation fails (the function throttled or unavailable) is retried, and one that
-still fails lands in an SQS dead-letter queue the operations baseline alarms on.
+still fails lands in an SQS dead-letter queue the operations baseline alarms on. The scheduler
+invokes asynchronously, so a job that raises is Lambda's to retry: one that still fails (or waited
+too long to run) is sent to a second queue, the job-failures queue, the baseline alarms on too.
 """
 
 from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Duration, Stack, Validations
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
@@ -19,6 +22,15 @@ from infra.constructs.stage import StagePolicy
 RETRY_ATTEMPTS = 3
 MAX_EVENT_AGE = Duration.hours(1)
 DEAD_LETTER_RETENTION = Duration.days(14)  # SQS's longest: time to read why a slot failed
+# Lambda's own retries of a job that raised. Jobs are idempotent, so a retry is safe; one retry (a
+# minute later) gets past a passing fault (a throttled table, a model timeout, a cold dependency),
+# which matters for the hourly and daily jobs whose next slot is far. A job failing twice in a row
+# most likely fails for a reason a third run will not change, and a second retry would hold the
+# failure back from the queue (and its alarm) for a few more minutes and up to five of run time.
+JOB_RETRY_ATTEMPTS = 1
+# How long an event may wait for the function (throttled, or between retries) before it is given up
+# and sent to the job-failures queue: as long as the schedules retry their invocation.
+JOB_MAX_EVENT_AGE = MAX_EVENT_AGE
 
 
 def max_event_age(job: Job) -> Duration:
@@ -40,18 +52,10 @@ class Jobs(Construct):
             description="Runs the scheduled jobs; the event names the job",
             timeout=Duration.minutes(5),
         )
-        self.dead_letters = sqs.Queue(
-            self,
-            "DeadLetters",
-            queue_name=f"{prefix}-schedule-dead-letters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=DEAD_LETTER_RETENTION,
-            removal_policy=stage.removal,
+        self.dead_letters = _dead_letter_queue(
+            self, "DeadLetters", f"{prefix}-schedule-dead-letters", stage, of="the schedules' dead-letter queue"
         )
-        Validations.of(self.dead_letters).acknowledge(
-            Acknowledgment(id="AwsSolutions-SQS3", reason="This queue is the schedules' dead-letter queue itself.")
-        )
+        self.failures = self._failures(prefix, stage)
         self.schedules = [
             scheduler.Schedule(
                 self,
@@ -60,7 +64,8 @@ class Jobs(Construct):
                 description=job.description,
                 schedule=scheduler.ScheduleExpression.expression(job.schedule),
                 # The scheduler invokes asynchronously: these retries cover a throttled or unavailable
-                # function, not a job that fails (the function's own alarm covers that). Jobs are idempotent.
+                # function, not a job that fails (Lambda retries that into the job-failures queue, and
+                # the function's errors alarm too). Jobs are idempotent.
                 target=targets.LambdaInvoke(
                     self.function,
                     retry_attempts=RETRY_ATTEMPTS,
@@ -78,3 +83,33 @@ class Jobs(Construct):
                 reason="The scheduler's role may invoke the jobs function and its versions; nothing else.",
             )
         )
+
+    def _failures(self, prefix: str, stage: StagePolicy) -> sqs.Queue:
+        """The on-failure destination of the function's asynchronous invocations, and their retries.
+
+        A record there carries the event (the job's name) and the error the last run raised.
+        """
+        queue = _dead_letter_queue(
+            self, "Failures", f"{prefix}-job-failures", stage, of="the jobs function's on-failure (dead-letter) queue"
+        )
+        self.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(queue),
+            retry_attempts=JOB_RETRY_ATTEMPTS,
+            max_event_age=JOB_MAX_EVENT_AGE,
+        )
+        return queue
+
+
+def _dead_letter_queue(scope: Construct, construct_id: str, name: str, stage: StagePolicy, *, of: str) -> sqs.Queue:
+    """A queue that failures land in: encrypted, HTTPS only, kept as long as SQS keeps a message."""
+    queue = sqs.Queue(
+        scope,
+        construct_id,
+        queue_name=name,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=DEAD_LETTER_RETENTION,
+        removal_policy=stage.removal,
+    )
+    Validations.of(queue).acknowledge(Acknowledgment(id="AwsSolutions-SQS3", reason=f"This queue is {of} itself."))
+    return queue

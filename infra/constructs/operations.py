@@ -8,6 +8,8 @@ with a key of its own, and outputs its ARN to subscribe to. Alarms:
 - the REST API: ``5XXError`` and p99 ``Latency``;
 - every table: ``ReadThrottleEvents`` + ``WriteThrottleEvents`` (per table, every operation);
 - the schedules: messages in their dead-letter queue and the scheduler's ``TargetErrorCount``;
+- the jobs: messages in the job-failures queue (a job that raised after Lambda's retries, or waited
+  too long to run);
 - the research loop: ``research.loop_health.critical`` (EMF, emitted by the stale-sweep job).
 """
 
@@ -58,6 +60,7 @@ class Watched:
     rest_api: apigw.RestApi
     tables: dict[str, dynamodb.Table]
     dead_letters: sqs.IQueue
+    job_failures: sqs.IQueue
 
 
 class Operations(Construct):
@@ -111,6 +114,10 @@ class Operations(Construct):
         )
         self._alarm("Schedules-DeadLetters", dead, "A schedule's invocation failed after its retries (see its DLQ).")
         self._alarm("Schedules-TargetErrors", target_errors, "The scheduler could not invoke the jobs function.")
+        failed_jobs = watched.job_failures.metric_approximate_number_of_messages_visible(
+            period=PERIOD, statistic="Maximum"
+        )
+        self._alarm("Jobs-Failures", failed_jobs, "A job failed after its retries or expired unrun (see its queue).")
 
         loop_critical = cloudwatch.Metric(
             namespace=NAMESPACE,
@@ -124,6 +131,7 @@ class Operations(Construct):
             [
                 _graph("Schedule dead letters", [dead]),
                 _graph("Scheduler target errors", [target_errors]),
+                _graph("Job failures", [failed_jobs]),
                 _graph("Research loop critical (1 = critical)", [loop_critical]),
             ]
         )

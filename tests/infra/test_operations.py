@@ -15,7 +15,7 @@ from flowledger.jobs import JOBS
 from flowledger.metrics import NAMESPACE
 from flowledger.research.loop import LOOP_HEALTH_CRITICAL_METRIC
 from infra.constructs.api import CORS_CONTEXT, HEAVY_ROUTES, THROTTLE_CONTEXT, Throttle, cors_origins_from
-from infra.constructs.jobs import RETRY_ATTEMPTS
+from infra.constructs.jobs import JOB_RETRY_ATTEMPTS, RETRY_ATTEMPTS
 from infra.constructs.operations import TOPIC_CONTEXT, topic_arn_from
 from tests.infra.test_stages import synth_with
 from tests.infra.test_template import _path_of, of_type
@@ -57,6 +57,25 @@ def metrics_of(alarm: dict[str, Any]) -> list[dict[str, Any]]:
 
 def alarmed(resources: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for alarm in alarms(resources).values() for m in metrics_of(alarm)]
+
+
+def queue_named(resources: dict[str, Any], name: str) -> str:
+    """The logical id of the queue ``flowledger-<name>``."""
+    (queue,) = [k for k, q in of_type(resources, "AWS::SQS::Queue").items() if q["Properties"]["QueueName"] == name]
+    return str(queue)
+
+
+def visible_messages_alarms(resources: dict[str, Any], queue: str) -> list[dict[str, Any]]:
+    """The alarms on ``queue``'s ApproximateNumberOfMessagesVisible."""
+    dimensions = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+    return [
+        a
+        for a in alarms(resources).values()
+        if a.get("MetricName") == "ApproximateNumberOfMessagesVisible" and a["Dimensions"] == dimensions
+    ]
+
+
+DEAD_LETTERS = "flowledger-schedule-dead-letters"
 
 
 def topic_ref(resources: dict[str, Any]) -> dict[str, str]:
@@ -136,15 +155,7 @@ def test_every_table_has_a_throttle_alarm_on_its_read_and_write_throttle_events(
 
 
 def test_failed_schedule_invocations_alarm_on_the_dead_letter_queue(resources: dict[str, Any]) -> None:
-    (queue,) = of_type(resources, "AWS::SQS::Queue")
-    queue_alarms = [
-        m
-        for m in alarmed(resources)
-        if m["name"] == "ApproximateNumberOfMessagesVisible"
-        and m["dims"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
-    ]
-    assert len(queue_alarms) == 1
-    (alarm,) = [a for a in alarms(resources).values() if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"]
+    (alarm,) = visible_messages_alarms(resources, queue_named(resources, DEAD_LETTERS))
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     assert any(m["ns"] == "AWS/Scheduler" and m["name"] == "TargetErrorCount" for m in alarmed(resources))
 
@@ -172,9 +183,42 @@ def test_the_dashboard_graphs_every_alarmed_metric(resources: dict[str, Any]) ->
             assert (json.dumps(value) if isinstance(value, dict) else value) in body, (metric["name"], value)
 
 
+def test_a_job_that_raises_is_retried_then_sent_to_the_job_failures_queue(resources: dict[str, Any]) -> None:
+    (jobs_id,) = [k for k in of_type(resources, "AWS::Lambda::Function") if k.startswith("JobsFunction")]
+    queue = queue_named(resources, "flowledger-job-failures")
+    (config,) = of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"] == {
+        "FunctionName": {"Ref": jobs_id},
+        "Qualifier": "$LATEST",
+        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [queue, "Arn"]}}},
+        "MaximumRetryAttempts": JOB_RETRY_ATTEMPTS,
+        "MaximumEventAgeInSeconds": 3600,
+    }
+    # Lambda sends the failure record with the function's own role.
+    role = resources[jobs_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    sends = [
+        s["Resource"]
+        for p in of_type(resources, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "sqs:SendMessage" in s["Action"]
+    ]
+    assert sends == [{"Fn::GetAtt": [queue, "Arn"]}]
+
+
+def test_a_failed_job_alarms_to_the_topic(resources: dict[str, Any]) -> None:
+    (alarm,) = visible_messages_alarms(resources, queue_named(resources, "flowledger-job-failures"))
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "Maximum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+    assert alarm["AlarmActions"] == alarm["OKActions"] == [topic_ref(resources)]
+
+
 @pytest.mark.parametrize("job", JOBS, ids=lambda job: job.name)
 def test_every_schedule_retries_then_sends_to_the_dead_letter_queue(resources: dict[str, Any], job: Any) -> None:
-    (queue,) = of_type(resources, "AWS::SQS::Queue")
+    queue = queue_named(resources, DEAD_LETTERS)
     (schedule,) = [
         s["Properties"]
         for s in of_type(resources, "AWS::Scheduler::Schedule").values()
@@ -198,11 +242,19 @@ def test_every_schedule_retries_then_sends_to_the_dead_letter_queue(resources: d
     assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": [queue, "Arn"]}]
 
 
-def test_the_dead_letter_queue_is_encrypted_keeps_messages_and_refuses_plain_http(resources: dict[str, Any]) -> None:
-    (queue,) = of_type(resources, "AWS::SQS::Queue").values()
+@pytest.mark.parametrize("name", [DEAD_LETTERS, "flowledger-job-failures"])
+def test_the_dead_letter_queues_are_encrypted_keep_messages_and_refuse_plain_http(
+    resources: dict[str, Any], name: str
+) -> None:
+    queue_id = queue_named(resources, name)
+    queue = resources[queue_id]
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
-    (policy,) = of_type(resources, "AWS::SQS::QueuePolicy").values()
+    (policy,) = [
+        p
+        for p in of_type(resources, "AWS::SQS::QueuePolicy").values()
+        if p["Properties"]["Queues"] == [{"Ref": queue_id}]
+    ]
     assert any(
         s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]

@@ -1,5 +1,6 @@
-"""Stages: prod keeps every table, bucket, log group and key (checkpoints locked in COMPLIANCE); dev
-destroys them all, empties the buckets and locks checkpoints in GOVERNANCE for a day, so a trial can be
+"""Stages: prod keeps every table, bucket, log group and key (checkpoints locked in COMPLIANCE; tables
+deletion-protected; access logs a year); dev destroys them all, empties the buckets, leaves the tables
+unprotected, keeps access logs a month and locks checkpoints in GOVERNANCE for a day, so a trial can be
 torn down. The data key encrypts every log group, and lets CloudWatch Logs of this region use it for that."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import pytest
 from aws_cdk import App
 
 from flowledger.store.tables import BUCKETS
-from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
+from infra.constructs.data import ABORT_MULTIPART_DAYS, ACCESS_LOG_NONCURRENT_DAYS
+from infra.constructs.stage import ACCESS_LOG_DAYS, DEV_ACCESS_LOG_DAYS, STAGE_CONTEXT, StagePolicy
 from infra.constructs.trial_cleanup import EMPTIER_ACTIONS, RESOURCE_TYPE
 from tests.infra.synth import resources_with
 
@@ -185,3 +187,35 @@ def referenced(value: Any) -> set[str]:
     if isinstance(value, list):
         return set().union(*(referenced(v) for v in value))
     return set()
+
+
+@pytest.mark.parametrize(("stage", "protected"), [("prod", True), ("dev", False)])
+def test_every_table_is_deletion_protected_in_prod_only(
+    stage: str, protected: bool, resources: dict[str, Any], dev: dict[str, Any]
+) -> None:
+    template = resources if stage == "prod" else dev
+    tables = [r for r in template.values() if r["Type"] == "AWS::DynamoDB::Table"]
+    assert tables
+    for table in tables:
+        # An unprotected table says so (false), so that a stage moved to dev can be destroyed.
+        assert table["Properties"]["DeletionProtectionEnabled"] is protected, table["Properties"]["TableName"]
+
+
+@pytest.mark.parametrize(("stage", "days"), [("prod", ACCESS_LOG_DAYS), ("dev", DEV_ACCESS_LOG_DAYS)])
+def test_the_access_log_bucket_is_versioned_and_expires_logs_by_the_stages_retention(
+    stage: str, days: int, resources: dict[str, Any], dev: dict[str, Any]
+) -> None:
+    template = resources if stage == "prod" else dev
+    (bucket,) = [r for k, r in template.items() if r["Type"] == "AWS::S3::Bucket" and k.startswith("DataAccessLogs")]
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["Properties"]["LifecycleConfiguration"]["Rules"] == [
+        {
+            "Id": "ExpireAccessLogs",
+            "Status": "Enabled",
+            "ExpirationInDays": days,
+            "NoncurrentVersionExpiration": {"NoncurrentDays": ACCESS_LOG_NONCURRENT_DAYS},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_DAYS},
+        }
+    ]
+    # the retention the README documents
+    assert (ACCESS_LOG_DAYS, DEV_ACCESS_LOG_DAYS, ACCESS_LOG_NONCURRENT_DAYS, ABORT_MULTIPART_DAYS) == (365, 30, 30, 7)
