@@ -22,6 +22,7 @@ from constructs import Construct, Node
 from flowledger.api.access import CORS_ALLOWED_HEADERS, Access
 from flowledger.api.registry import RouteSpec
 from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
+from infra.constructs.waf import WAF_CONTEXT
 
 STAGE = "v1"
 THROTTLE_CONTEXT = "flowledger:apiThrottle"
@@ -98,6 +99,7 @@ class Api(Construct):
         jwt_audience: str,
         cors_origins: list[str] | None = None,
         throttle: Throttle = STAGE_THROTTLE,
+        waf: bool = False,  # flowledger:waf associates a web ACL with the stage (infra/constructs/waf.py)
     ) -> None:
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(
@@ -179,12 +181,15 @@ class Api(Construct):
         self.authorizer = apigw.TokenAuthorizer(
             self, "JwtAuthorizer", handler=self.authorizer_function, results_cache_ttl=Duration.minutes(5)
         )
+        if not waf:
+            Validations.of(self.rest_api).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-APIG3",
+                    reason=f"No web ACL: {WAF_CONTEXT} is off in this deployment; the API has no public write "
+                    "route without a token or SigV4 signature.",
+                )
+            )
         Validations.of(self.rest_api).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-APIG3",
-                reason="WAF is attached per environment by the operator; the API has no public write "
-                "route without a token or SigV4 signature.",
-            ),
             Acknowledgment(
                 id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                 "AmazonAPIGatewayPushToCloudWatchLogs]",
