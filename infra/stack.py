@@ -10,6 +10,7 @@ from constructs import Construct
 
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from flowledger.store.provision import UPLOAD_BUCKET
+from flowledger.store.tables import physical_bucket_name
 from infra.constructs.api import Api, Throttle, cors_origins_from
 from infra.constructs.chat import Chat
 from infra.constructs.concurrency import ReservedConcurrency
@@ -17,14 +18,17 @@ from infra.constructs.console import Console, TokenIssuer
 from infra.constructs.continuity import ContinuitySwitches
 from infra.constructs.data import BUCKET_SUFFIX, Data, DataAccess
 from infra.constructs.diagnosis import DiagnosisAccess, grant_diagnosis
+from infra.constructs.domain import Domain, DomainSettings
+from infra.constructs.flow_capture import FLOW_CAPTURE_CONTEXT, FlowCapture
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
-from infra.constructs.model_config import EmbeddingModels, ModelAccess
+from infra.constructs.model_config import MODEL_CONTEXT, EmbeddingModels, ModelAccess
 from infra.constructs.operations import Operations, Watched
 from infra.constructs.research_loop import LOOP_CONTEXT, ResearchLoopSwitches
-from infra.constructs.stage import StagePolicy
+from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
 from infra.constructs.trial_cleanup import LockedBucketCleanup
+from infra.constructs.waf import Waf, WafSettings
 
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
@@ -76,13 +80,33 @@ class FlowledgerStack(Stack):
             scope, construct_id, env=env, description="Flowledger: serverless backend for auditable agent chat"
         )
         stage = StagePolicy.from_context(self.node)
+        model = ModelAccess.from_context(self.node)
+        if not stage.is_trial and not model.reaches_a_server:
+            # The offline model is for trials: a production chat answering with it would look like a broken product.
+            raise ValueError(
+                f"{STAGE_CONTEXT}=prod needs {MODEL_CONTEXT} to give secretArn, baseUrl or baseUrlParameter "
+                f"(or deploy a trial with -c {STAGE_CONTEXT}=dev, which may use the offline model)"
+            )
         data = Data(self, "Data", prefix=settings.prefix, stage=stage)
         layers = Layers(self, "Layers", dependencies_folder=settings.dependencies_folder)
+        # flowledger:waf and flowledger:domain: the distribution and the API stage are made knowing them.
+        waf, domain = WafSettings.from_context(self.node), DomainSettings.from_context(self.node)
         # Made before the API, whose CORS allows the console's origin; `console.serve(api)` finishes it.
         console = Console(
-            self, "Console", prefix=settings.prefix, stage=stage, log_bucket=data.access_logs, log_key=data.key
+            self,
+            "Console",
+            prefix=settings.prefix,
+            stage=stage,
+            log_bucket=data.access_logs,
+            log_key=data.key,
+            waf=waf is not None,
+            domain=domain,
         )
-        cors_origins = cors_origins_from(settings.cors_origins) or [console.origin]
+        # None configured: the console's own address (its custom name once it has one: the gateway's own
+        # error answers can name one origin only, so the *.cloudfront.net address then fails CORS).
+        cors_origins = cors_origins_from(settings.cors_origins) or [
+            (domain and domain.console_origin) or console.origin
+        ]
         data.allow_browser_uploads(cors_origins)  # a large upload's presigned PUT from the console
         defaults = FunctionDefaults(
             layers=layers.all,
@@ -93,6 +117,8 @@ class FlowledgerStack(Stack):
                 "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 "FLOWLEDGER_CORS_ORIGINS": ",".join(cors_origins),
+                # /health on every function says whether the chat has a model server or the offline model.
+                "FLOWLEDGER_DEPLOYED_CHAT_MODEL": "server" if model.reaches_a_server else "offline",
             },
             log_key=data.key,
             log_removal=stage.removal,
@@ -115,6 +141,7 @@ class FlowledgerStack(Stack):
             jwt_audience=issuer.audience,
             cors_origins=cors_origins,
             throttle=Throttle.from_context(self.node),
+            waf=waf is not None,
         )
         self.capability_functions = {}
         for name in CAPABILITY_MODULES:
@@ -129,7 +156,20 @@ class FlowledgerStack(Stack):
             api.add_routes(route_table(*routers), function)
             data.grant(function, CAPABILITY_ACCESS[name])
             self.capability_functions[name] = function
-        console.serve(api, data.buckets[UPLOAD_BUCKET])
+        console.serve(api, physical_bucket_name(settings.prefix, UPLOAD_BUCKET, BUCKET_SUFFIX))
+        # The web ACLs (the API stage's; the distribution's, made in us-east-1 or named), the API's custom
+        # domain and the DNS records (infra/constructs/waf.py, domain.py).
+        if waf is not None:
+            Waf(
+                self,
+                "Waf",
+                settings=waf,
+                prefix=settings.prefix,
+                rest_api=api.rest_api,
+                distribution=console.distribution,
+            )
+        if domain is not None:
+            Domain(self, "Domain", settings=domain, rest_api=api.rest_api, distribution=console.distribution)
         chat = Chat(self, "Chat", defaults=defaults, api=api, lwa_layer_version=settings.lwa_layer_version)
         data.grant(chat.function, CHAT_ACCESS)
         data.grant(chat.buffered_function, CHAT_BUFFERED_ACCESS)
@@ -139,13 +179,18 @@ class FlowledgerStack(Stack):
         jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults, stage=stage)
         data.grant(jobs.function, JOBS_ACCESS)
         loop = ResearchLoopSwitches.from_context(self.node)
-        if loop.enabled and not ModelAccess.from_context(self.node).reaches_a_server:
+        if loop.enabled and not model.reaches_a_server:
             # The offline model would answer real rows, and its confident answers would seed pathways.
             raise ValueError(
-                f"{LOOP_CONTEXT}=true needs flowledger:model to give secretArn, baseUrl or baseUrlParameter"
+                f"{LOOP_CONTEXT}=true needs {MODEL_CONTEXT} to give secretArn, baseUrl or baseUrlParameter"
             )
+        capture = FlowCapture.from_context(self.node)
+        if loop.enabled and not capture.enabled:
+            # The loop's agents are judged, and pathways mined, from the flows they record.
+            raise ValueError(f"{LOOP_CONTEXT}=true needs {FLOW_CAPTURE_CONTEXT} on (it is by default)")
         loop.apply(jobs.function)
-        model = ModelAccess.from_context(self.node)
+        # Every agent that runs in AWS records its flows: the chat's executors and the research agents.
+        capture.apply(chat.function, jobs.function)
         EmbeddingModels.from_context(self.node, model).apply(
             model,
             chat_functions=(chat.function, jobs.function),  # the chat, and the research agents in the jobs

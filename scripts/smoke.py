@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Smoke test of a deployed Flowledger API (or of `flowledger serve`): read-only, mints nothing.
 
-    python scripts/smoke.py https://abc123.execute-api.eu-west-1.amazonaws.com/prod/
+    python scripts/smoke.py https://abc123.execute-api.eu-west-1.amazonaws.com/v1/
 
 The URL is the stack output ``ApiUrl``. AWS credentials come from the standard chain (environment,
 profile, SSO, instance role); the region from ``--region``, else the URL's ``execute-api`` host, else
 the chain's default. Prints one line per check and exits 1 when any check fails.
 
-Checks: ``GET /health`` answers ``{"status": "ok"}``; ``GET /api/me`` without a token is refused with
+Checks: ``GET /health`` answers ``{"status": "ok", ...}`` (the line shows its ``model``: ``server``, or
+``offline`` for a trial on the offline model); ``GET /api/me`` without a token is refused with
 401 (the token authorizer is in front); ``GET /admin/v1/me`` unsigned is refused with 403 (IAM auth);
 ``GET /admin/v1/me`` signed with SigV4 for ``execute-api`` answers 200 with the caller's IAM principal.
 """
@@ -70,7 +71,10 @@ def run_checks(base_url: str, region: str | None, session: Session, timeout: flo
 
         def health() -> tuple[bool, str]:
             response = client.get(f"{base}/health")
-            return response.status_code == 200 and _json(response).get("status") == "ok", _said(response)
+            body = _json(response)
+            if response.status_code == 200 and body.get("status") == "ok":
+                return True, f"200, chat model: {body.get('model', 'not said')}"
+            return False, _said(response)
 
         def refused(path: str, status: int) -> Callable[[], tuple[bool, str]]:
             def make() -> tuple[bool, str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import jsii
 from aws_cdk import Acknowledgment, Aws, CfnOutput, Duration, IStableStringProducer, Lazy, Stack, Validations
+from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_cloudfront_origins as origins
 from aws_cdk import aws_cognito as cognito
@@ -39,8 +40,11 @@ from constructs import Construct, Node
 from flowledger.api.group_scopes import GROUP_DESCRIPTIONS, OPERATORS_GROUP, PATIENT_ID_ATTRIBUTE
 from flowledger.local.console import SECURITY_HEADERS
 from infra.constructs.api import STAGE, Api
+from infra.constructs.domain import DOMAIN_CONTEXT, DomainSettings
 from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
+from infra.constructs.nag import NagEnvironment
 from infra.constructs.stage import StagePolicy
+from infra.constructs.waf import WAF_CONTEXT
 
 CONSOLE_ROOT = Path(__file__).resolve().parents[2] / "console"
 KEY_PREFIX = "console/"
@@ -102,8 +106,14 @@ class Console(Construct):
         stage: StagePolicy,
         log_bucket: s3.IBucket | None,
         log_key: kms.IKey,
+        waf: bool = False,
+        domain: DomainSettings | None = None,
     ) -> None:
+        """``waf``: a web ACL will be attached to the distribution (``infra/constructs/waf.py``); ``domain``:
+        the console's and the API's custom names (``infra/constructs/domain.py``)."""
         super().__init__(scope, construct_id)
+        self._waf = waf
+        self._domain = domain
         self._prefix = prefix
         self._stage = stage
         self._log_key = log_key
@@ -130,9 +140,15 @@ class Console(Construct):
         self._users()
 
     def _distribution(self, log_bucket: s3.IBucket | None) -> cloudfront.Distribution:
+        # flowledger:domain: the console's own name and its certificate (ACM, us-east-1), when it gives them.
+        name = self._domain.console if self._domain else None
+        certificate_arn = self._domain.console_certificate_arn if self._domain else None
+        # CloudFront's names are global: the region keeps a second region's stack of the same prefix apart.
+        region_unique = f"{self._prefix}-console-{Aws.REGION}"
         headers = cloudfront.ResponseHeadersPolicy(
             self,
             "Headers",
+            response_headers_policy_name=f"{region_unique}-headers",
             comment="The console's CSP (as the dev server's, plus the API and Cognito) and security headers",
             security_headers_behavior=cloudfront.ResponseSecurityHeadersBehavior(
                 content_security_policy=cloudfront.ResponseHeadersContentSecurityPolicy(
@@ -162,13 +178,17 @@ class Console(Construct):
             code=cloudfront.FunctionCode.from_inline(SHELL_REWRITE),
             runtime=cloudfront.FunctionRuntime.JS_2_0,
             comment="Console addresses that are no file get the page shell",
+            function_name=f"{region_unique}-shell",
+        )
+        access = cloudfront.S3OriginAccessControl(
+            self, "OriginAccess", origin_access_control_name=f"{region_unique}-site", description="The console's files"
         )
         distribution = cloudfront.Distribution(
             self,
             "Distribution",
             comment=f"{self._prefix} console",
             default_behavior=cloudfront.BehaviorOptions(
-                origin=origins.S3BucketOrigin.with_origin_access_control(self.bucket),
+                origin=origins.S3BucketOrigin.with_origin_access_control(self.bucket, origin_access_control=access),
                 viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
                 allowed_methods=cloudfront.AllowedMethods.ALLOW_GET_HEAD,
                 compress=True,
@@ -180,6 +200,10 @@ class Console(Construct):
                     )
                 ],
             ),
+            domain_names=[name] if name else None,
+            certificate=acm.Certificate.from_certificate_arn(self, "Certificate", certificate_arn)
+            if certificate_arn
+            else None,
             minimum_protocol_version=cloudfront.SecurityPolicyProtocol.TLS_V1_2_2021,
             http_version=cloudfront.HttpVersion.HTTP2_AND_3,
             enable_logging=log_bucket is not None,
@@ -190,15 +214,19 @@ class Console(Construct):
             Acknowledgment(
                 id="AwsSolutions-CFR1", reason="The console serves static files only; who may act is the API's concern."
             ),
-            Acknowledgment(
-                id="AwsSolutions-CFR2", reason="WAF is attached per environment by the operator, as for the API."
-            ),
-            Acknowledgment(
-                id="AwsSolutions-CFR4",
-                reason="The distribution's default *.cloudfront.net certificate; TLS 1.2 is the minimum once a "
-                "custom domain and certificate are attached.",
-            ),
         )
+        if not self._waf:
+            Validations.of(distribution).acknowledge(
+                Acknowledgment(id="AwsSolutions-CFR2", reason=f"No web ACL: {WAF_CONTEXT} is off in this deployment.")
+            )
+        if not name:
+            Validations.of(distribution).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-CFR4",
+                    reason="The default *.cloudfront.net certificate: no console name in "
+                    f"{DOMAIN_CONTEXT}, which gives a certificate and TLS 1.2 at least.",
+                )
+            )
         if log_bucket is None:
             Validations.of(distribution).acknowledge(
                 Acknowledgment(id="AwsSolutions-CFR3", reason="The stack has no log bucket to write to.")
@@ -305,16 +333,22 @@ class Console(Construct):
         if LOCAL_CONNECT_SRC not in local:
             raise ValueError(f"the dev server's CSP lost {LOCAL_CONNECT_SRC!r}; keep the two in step")
         origins = (self._api_origin, self.idp_endpoint, self.identity_endpoint, *self._upload_origins)
+        origins += self._custom_api_origin()
         endpoints = " ".join(e.rstrip("/") for e in origins)
         return local.replace(LOCAL_CONNECT_SRC, f"{LOCAL_CONNECT_SRC} {endpoints}")
 
-    def serve(self, api: Api, uploads: s3.IBucket) -> None:
-        """Add what names the API and the uploads bucket: the identity pool and operator role, the files."""
+    def serve(self, api: Api, uploads_bucket_name: str) -> None:
+        """Add what names the API and the uploads bucket: the identity pool and operator role, the files.
+
+        ``uploads_bucket_name`` is the bucket's name as a plain string (made of pseudo parameters), never
+        its ``Ref``: the bucket's CORS rule names the distribution when no origin is configured, so a
+        reference from the distribution's CSP back to the bucket would be a cycle.
+        """
         rest_api = api.rest_api
         # boto3 presigns for the global name in us-east-1 and the regional one elsewhere: allow both.
         self._upload_origins = (
-            f"https://{uploads.bucket_name}.s3.{Aws.URL_SUFFIX}",
-            f"https://{uploads.bucket_regional_domain_name}",
+            f"https://{uploads_bucket_name}.s3.{Aws.URL_SUFFIX}",
+            f"https://{uploads_bucket_name}.s3.{Aws.REGION}.{Aws.URL_SUFFIX}",
         )
         self._api_origin = f"https://{rest_api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}"
         self.identity_pool = cognito.CfnIdentityPool(
@@ -348,10 +382,10 @@ class Console(Construct):
         admin_routes = rest_api.arn_for_execute_api("*", ADMIN_PATHS, STAGE)
         self.operator_role.add_to_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[admin_routes]))
         api_id = Stack.of(self).get_logical_id(rest_api.node.default_child)  # type: ignore[arg-type]
+        admin_finding = NagEnvironment.of(self).arn("execute-api", f"<{api_id}>/{STAGE}/*{ADMIN_PATHS}")
         Validations.of(self.operator_role).acknowledge(
             Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
-                f"<{api_id}>/{STAGE}/*{ADMIN_PATHS}]",
+                id=f"AwsSolutions-IAM5[Resource::{admin_finding}]",
                 reason="Every method of this API's /admin/v1 routes on its one stage, and no other route.",
             )
         )
@@ -379,7 +413,13 @@ class Console(Construct):
                 )
             },
         )
-        self._deploy(rest_api.url)
+        self._deploy((self._domain and self._domain.api_url) or rest_api.url)
+
+    def _custom_api_origin(self) -> tuple[str, ...]:
+        """flowledger:domain's API name (``infra/constructs/domain.py``): the console calls the API there
+        (config.json's ``api_base``), so the CSP allows it beside the execute-api origin."""
+        origin = self._domain.api_origin if self._domain else None
+        return (origin,) if origin else ()
 
     def site_config(self, api_base: str) -> dict[str, Any]:
         """``/console/config.json`` in AWS: where the API is and which pools to sign in to."""
@@ -425,6 +465,9 @@ class Console(Construct):
         stack = Stack.of(self)
         handler = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
         site = stack.get_logical_id(self.bucket.node.default_child)  # type: ignore[arg-type]
+        env = NagEnvironment.of(self)
+        # The bootstrap's file-assets bucket (default qualifier), as the deployment handler's policy names it.
+        assets = env.arn("s3", f"cdk-hnb659fds-assets-{env.account}-{env.region}/*", region=False, account=False)
         reason = "CDK's BucketDeployment handler: reads the console's asset, replaces this bucket's files."
         findings = [
             "Action::s3:GetObject*",
@@ -432,7 +475,7 @@ class Console(Construct):
             "Action::s3:List*",
             "Action::s3:DeleteObject*",
             "Action::s3:Abort*",
-            "Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*",
+            f"Resource::{assets}",
             f"Resource::<{site}.Arn>/*",
         ]
         Validations.of(handler).acknowledge(

@@ -40,6 +40,7 @@ def test_every_check_passes_against_the_local_server(server: RunningServer) -> N
         "ok   GET /admin/v1/me unsigned is refused (403)",
         "ok   GET /admin/v1/me signed with SigV4",
     ]
+    assert lines[0].endswith("chat model: offline")  # the local server has no model server configured
     assert server.data_dir.admin_credentials().principal_arn in lines[3]
     assert lines[-1] == "4 passed, 0 failed"
 

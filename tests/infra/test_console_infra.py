@@ -115,11 +115,15 @@ def test_the_headers_are_the_dev_servers_with_the_api_and_cognito_allowed(
 ) -> None:
     _, policy = one(resources, "AWS::CloudFront::ResponseHeadersPolicy")
     security = policy["ResponseHeadersPolicyConfig"]["SecurityHeadersConfig"]
+    # The documents bucket by its deployed name, never its Ref (with no CORS origin configured, the bucket's
+    # CORS rule names the distribution, and a Ref back would be a cycle).
+    uploads = text(resources[ids["uploads"]]["Properties"]["BucketName"])
+    assert uploads == "flowledger-documents-<AWS::AccountId>-<AWS::Region>"
     allowed = (
         f"connect-src 'self' https://<{ids['api']}>.execute-api.<AWS::Region>.<AWS::URLSuffix> "
         "https://cognito-idp.<AWS::Region>.<AWS::URLSuffix> https://cognito-identity.<AWS::Region>.<AWS::URLSuffix> "
         # a large upload's presigned PUT goes straight to the documents bucket (global and regional names)
-        f"https://<{ids['uploads']}>.s3.<AWS::URLSuffix> https://<{ids['uploads']}.RegionalDomainName>"
+        f"https://{uploads}.s3.<AWS::URLSuffix> https://{uploads}.s3.<AWS::Region>.<AWS::URLSuffix>"
     )
     local = SECURITY_HEADERS["content-security-policy"]
     assert text(security["ContentSecurityPolicy"]["ContentSecurityPolicy"]) == local.replace(
