@@ -24,6 +24,8 @@ from infra.constructs.functions import FunctionDefaults, python_function
 # Who publishes the adapter layer (its README, "Zip Packages"): one account for every commercial region,
 # and in the aws-cn partition one account per region. Nothing is published in aws-us-gov (issue #277): a
 # GovCloud deployment would fail on this layer, and needs the layer copied into an account of its own.
+# The buffered function reports itself apart: its logs, metrics, alarms and reserved concurrency.
+BUFFERED_SERVICE = "chat-buffered"
 LWA_ACCOUNT = "753240598075"
 LWA_CHINA_ACCOUNTS = {"cn-north-1": "041581134020", "cn-northwest-1": "069767869989"}
 # The adapter is a native binary: its layer must match the functions' architecture (x86_64).
@@ -81,7 +83,7 @@ class Chat(Construct):
             timeout=BUFFERED_TIMEOUT,
             memory_size=512,
             # Its logs and metrics apart from the streaming function's.
-            service="chat-buffered",
+            service=BUFFERED_SERVICE,
         )
         routes = [RouteSpec(path, method, access_for(path)) for path, method in CHAT_ROUTES]
         buffered = [r for r in routes if (r.path, r.method) not in STREAMING_ROUTES]

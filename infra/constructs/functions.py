@@ -35,7 +35,7 @@ class FunctionDefaults:
 
     ``log_key`` encrypts every function's log group (the stack passes the data key); ``log_removal``
     is the log groups' removal policy (RETAIN in prod, DESTROY in a trial stage);
-    ``reserved_concurrency`` reserves concurrency for a function by its name
+    ``reserved_concurrency`` reserves concurrency for a function by its service name
     (``infra.constructs.concurrency``; a function not named reserves none).
     """
 
@@ -77,6 +77,8 @@ def python_function(
         removal_policy=defaults.log_removal,
         encryption_key=defaults.log_key,
     )
+    environment = {**defaults.environment, "POWERTOOLS_SERVICE_NAME": name, **(environment or {})}
+    service = environment["POWERTOOLS_SERVICE_NAME"]  # a function may report itself apart (chat-buffered)
     function = lambda_.Function(
         scope,
         construct_id,
@@ -86,13 +88,13 @@ def python_function(
         handler=handler,
         code=lambda_.Code.from_asset(str(ROOT / "functions" / name), exclude=_EXCLUDE),
         layers=[*defaults.layers.for_function(name), *(extra_layers or [])],
-        environment={**defaults.environment, "POWERTOOLS_SERVICE_NAME": name, **(environment or {})},
+        environment=environment,
         timeout=timeout or Duration.seconds(15),
         memory_size=memory_size,
         tracing=lambda_.Tracing.ACTIVE,
         logging_format=lambda_.LoggingFormat.JSON,
         log_group=log_group,
-        reserved_concurrent_executions=defaults.reserved_concurrency.get(name),
+        reserved_concurrent_executions=defaults.reserved_concurrency.get(service),
     )
     Validations.of(function).acknowledge(
         Acknowledgment(

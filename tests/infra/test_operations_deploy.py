@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
-from infra.constructs.concurrency import RESERVED_CONCURRENCY_CONTEXT, ReservedConcurrency
+from infra.constructs.concurrency import RESERVED_CONCURRENCY_CONTEXT, ReservedConcurrency, service_names
 from infra.constructs.functions import ROOT, function_names
 from tests.infra.synth import app_with, own_functions, resources_with
 
-# Every function the default (prod) stack makes, by the name it is made with.
-RESERVED = {"chat": 20, "jobs": 2, "authorizer": 30, "core": 5, "token_claims": 3}
+# Functions the default (prod) stack makes, by the service name each reports itself as.
+RESERVED = {"chat": 20, "chat-buffered": 4, "jobs": 2, "authorizer": 30, "core": 5, "token_claims": 3}
 
 
 @pytest.fixture(scope="module")
@@ -32,17 +32,6 @@ def by_name(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def made_from(resources: dict[str, Any]) -> dict[str, str]:
-    """Each function's service name to the ``name`` it was made with: the folder whose code it runs.
-
-    A function made from a folder under a service name of its own (the buffered chat routes') runs the
-    same code asset as the one named after the folder.
-    """
-    functions = by_name(resources)
-    folders = {json.dumps(f["Code"]): service for service, f in functions.items() if service in function_names()}
-    return {service: folders[json.dumps(f["Code"])] for service, f in functions.items()}
-
-
 def test_without_the_setting_no_function_reserves_concurrency(resources: dict[str, Any]) -> None:
     functions = by_name(resources)
     assert set(RESERVED) <= set(functions)
@@ -50,11 +39,11 @@ def test_without_the_setting_no_function_reserves_concurrency(resources: dict[st
 
 
 def test_each_named_function_reserves_its_number_and_the_others_none(reserved: dict[str, Any]) -> None:
-    # The name is the folder: every function made from a named folder reserves its number.
-    folder = made_from(reserved)
+    # The two chat functions run one folder's code, and each reserves its own number.
     found = {name: f.get("ReservedConcurrentExecutions") for name, f in by_name(reserved).items()}
-    assert found == {name: RESERVED.get(folder[name]) for name in found}
+    assert found == {name: RESERVED.get(name) for name in found}
     assert set(RESERVED) <= set(found)
+    assert service_names() == tuple(sorted(function_names() | {"chat-buffered"}))
 
 
 def test_the_names_are_the_function_folders() -> None:
