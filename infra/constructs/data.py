@@ -38,6 +38,9 @@ BUCKET_SUFFIX = f"{Aws.ACCOUNT_ID}-{Aws.REGION}"
 # The access-log bucket is versioned so that a log overwritten or deleted can still be read for a while.
 ACCESS_LOG_NONCURRENT_DAYS = 30
 ABORT_MULTIPART_DAYS = 7  # a log upload never takes a week: what is left is a failed one, still billed
+# A deleted or replaced document (or artifact) is recoverable for a month, then gone: versioning guards
+# against a mistake, not against an erasure request, which must end in deletion.
+ERASED_VERSION_DAYS = 30
 # The KMS encryption context key that names a sealed field's flow (FieldRef.kms_context; a test ties the two).
 FLOW_CONTEXT_KEY = "flowledger:flow_id"
 
@@ -251,4 +254,15 @@ class Data(Construct):
             # A locked bucket's versions need the governance bypass CDK's auto-delete lacks: a trial
             # empties it with infra.constructs.trial_cleanup instead.
             auto_delete_objects=self.stage.auto_delete_objects and not spec.lock_days,
+            # A locked bucket's versions are kept by their lock (checkpoints are evidence); the others' old
+            # versions expire.
+            lifecycle_rules=None
+            if spec.lock_days
+            else [
+                s3.LifecycleRule(
+                    id="ExpireOldVersions",
+                    noncurrent_version_expiration=Duration.days(ERASED_VERSION_DAYS),
+                    abort_incomplete_multipart_upload_after=Duration.days(ABORT_MULTIPART_DAYS),
+                )
+            ],
         )

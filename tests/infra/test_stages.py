@@ -12,7 +12,7 @@ import pytest
 from aws_cdk import App
 
 from flowledger.store.tables import BUCKETS
-from infra.constructs.data import ABORT_MULTIPART_DAYS, ACCESS_LOG_NONCURRENT_DAYS
+from infra.constructs.data import ABORT_MULTIPART_DAYS, ACCESS_LOG_NONCURRENT_DAYS, ERASED_VERSION_DAYS
 from infra.constructs.stage import ACCESS_LOG_DAYS, DEV_ACCESS_LOG_DAYS, STAGE_CONTEXT, StagePolicy
 from infra.constructs.trial_cleanup import EMPTIER_ACTIONS, RESOURCE_TYPE
 from tests.infra.synth import resources_with
@@ -219,3 +219,27 @@ def test_the_access_log_bucket_is_versioned_and_expires_logs_by_the_stages_reten
     ]
     # the retention the README documents
     assert (ACCESS_LOG_DAYS, DEV_ACCESS_LOG_DAYS, ACCESS_LOG_NONCURRENT_DAYS, ABORT_MULTIPART_DAYS) == (365, 30, 30, 7)
+
+
+def test_an_erased_document_or_artifact_is_gone_a_month_later_and_checkpoints_stay_locked(
+    resources: dict[str, Any],
+) -> None:
+    buckets = {
+        spec.name: next(r for k, r in resources.items() if k.startswith(f"DataBucket{spec.name}"))["Properties"]
+        for spec in BUCKETS
+    }
+    for spec in BUCKETS:
+        rules = buckets[spec.name].get("LifecycleConfiguration", {}).get("Rules")
+        if spec.lock_days:  # evidence: its lock keeps every version, no rule shortens it
+            assert rules is None, spec.name
+            continue
+        assert buckets[spec.name]["VersioningConfiguration"] == {"Status": "Enabled"}
+        assert rules == [
+            {
+                "Id": "ExpireOldVersions",
+                "Status": "Enabled",
+                "NoncurrentVersionExpiration": {"NoncurrentDays": ERASED_VERSION_DAYS},
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_DAYS},
+            }
+        ], spec.name
+    assert ERASED_VERSION_DAYS == 30  # the README's month
