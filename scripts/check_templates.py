@@ -46,6 +46,7 @@ class Checked:
     validation_failures: tuple[str, ...] = ()
     lint_errors: tuple[str, ...] = ()
     lint_warnings: tuple[str, ...] = ()
+    missing_types: tuple[str, ...] = ()  # the partition lacks them: the synth stops, as it should
     checkov: dict[str, int] = field(default_factory=lambda: {"passed": 0, "failed": 0, "skipped": 0})
 
     @property
@@ -67,8 +68,10 @@ def synthesize_and_lint(target: Target, out: Path) -> Checked:
     checked.lint_seconds = time.monotonic() - started
     checked.resources = synthesis.resource_count
     checked.synth_seconds = synthesis.seconds
-    checked.validation_failures = synthesis.validation_failures
-    checked.lint_errors, checked.lint_warnings = findings.errors, findings.warnings
+    # In aws-cn and aws-us-gov the console's resource types do not exist: expected, and listed apart.
+    checked.validation_failures = target.unexpected(synthesis.validation_failures)
+    checked.lint_errors, checked.lint_warnings = target.unexpected(findings.errors), findings.warnings
+    checked.missing_types = target.missing_types if synthesis.validation_failures else ()
     return checked
 
 
@@ -121,6 +124,8 @@ def table(rows: list[Checked]) -> str:
         verdict = "synth failed" if row.synth_error else ("FAILED" if row.failed else "ok")
         if row.validation_failures:
             verdict += f" (validation: {len(row.validation_failures)})"
+        elif row.missing_types:
+            verdict = "refused: partition lacks the console" if not row.failed else verdict
         lines.append(
             (
                 row.name,

@@ -1,4 +1,5 @@
-"""cdk-nag finding ids as cdk-nag prints them for the environment the stack is synthesized for.
+"""cdk-nag finding ids as cdk-nag prints them for the environment the stack is synthesized for, and
+checkov's per-resource skips.
 
 A finding id names a resource the way cdk-nag resolves it: a pseudo parameter that is still a token
 reads ``<AWS::Region>``, a concrete one its value. ``cdk deploy`` sets ``CDK_DEFAULT_ACCOUNT`` and
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Stack, Token
+from aws_cdk import CfnResource, Stack, Token
 from constructs import IConstruct
 
 
@@ -43,3 +44,17 @@ class NagEnvironment:
 
 def _as_nag(value: str, placeholder: str) -> str:
     return placeholder if Token.is_unresolved(value) else value
+
+
+def checkov_skip(scope: IConstruct, check_id: str, reason: str) -> None:
+    """Skip checkov's ``check_id`` on ``scope``'s CloudFormation resource, for ``reason`` (its template metadata).
+
+    For a check that is right for every resource but this one; a check wrong for the whole stack is skipped
+    in ``.checkov.yaml`` instead. The reason is in the template, beside the resource, as cdk-nag's are.
+    """
+    resource = scope if isinstance(scope, CfnResource) else scope.node.default_child
+    if not isinstance(resource, CfnResource):
+        raise TypeError(f"{scope.node.path} has no CloudFormation resource to skip {check_id} on")
+    metadata = resource.get_metadata("checkov") or {}
+    skips = [*metadata.get("skip", []), {"id": check_id, "comment": reason}]
+    resource.add_metadata("checkov", {**metadata, "skip": skips})

@@ -1,12 +1,9 @@
-"""Issue #28, every documented setting yields a valid template (tests/infra/deploy_matrix.py): each setting
-alone, the base across regions and partitions, and every setting at once. Each template is synthesized once,
-for an account and a region as ``cdk deploy`` does, and must pass cdk-nag and cfn-lint without an error.
-Names that AWS keeps account-wide (CloudFront policies and functions, S3 buckets, IAM names) must differ
-between regions, so one account can run the stack in two regions.
-
-This module checks the base and all-together templates; test_deploy_matrix_settings{1,2,3}.py each check a
-third of the single settings with the same :class:`MatrixChecks`, so the parallel workers (``--dist
-loadscope`` keeps a module of tests/infra on one worker) split the synths between them.
+"""Issue #28, every documented setting yields a valid template (tests/infra/deploy_matrix.py). The base
+across regions and partitions and every setting at once are synthesized once each, for an account and a
+region as ``cdk deploy`` does, and must pass cdk-nag, CDK's template rules and cfn-lint without an error;
+each setting alone is test_deploy_matrix_settings.py's (validations) and ``make template-check``'s (cfn-lint
+and checkov on all 25 templates). Names that AWS keeps account-wide (CloudFront policies and functions, S3
+buckets, IAM names) must differ between regions, so one account can run the stack in two regions.
 """
 
 from __future__ import annotations
@@ -21,8 +18,10 @@ from tests.infra.deploy_matrix import (
     ACCOUNT,
     GLOBAL_REGION,
     HOME_REGION,
+    PARTITION_REGIONS,
     STACK,
     WHOLE_TARGETS,
+    LintFindings,
     Synthesis,
     Target,
     lint,
@@ -32,32 +31,26 @@ from tests.infra.deploy_matrix import (
 synthesized = cache(synthesize)
 
 
-class MatrixChecks:
-    """What every matrix template must pass, for each of the class's ``targets``. A subclass in each of four
-    modules takes a share of the matrix: under ``--dist loadscope`` a module of tests/infra runs whole on
-    one worker (tests/conftest.py), so the modules spread the synths over the workers while each template
-    is synthesized once (``synthesized`` keeps it)."""
-
-    targets: tuple[Target, ...] = ()
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if "target" in metafunc.fixturenames:
-            metafunc.parametrize("target", self.targets, ids=str)
-
-    def test_synth_validations_pass_with_account_and_region(self, target: Target) -> None:
-        # cdk-nag, and CDK's own CloudFormation rules where cdk.json turns them into errors: the synth raised.
-        failures = synthesized(target).validation_failures
-        assert not failures, f"{target}: " + "\n".join(failures)
-
-    def test_cfn_lint_finds_no_errors(self, target: Target) -> None:
-        errors = lint(synthesized(target).template, target.region).errors
-        assert not errors, f"{target}: cfn-lint errors:\n" + "\n".join(errors)
+@cache
+def linted(target: Target) -> LintFindings:
+    """cfn-lint's findings on ``target``'s template, once per test process (about 6 s a template)."""
+    return lint(synthesized(target).template, target.region)
 
 
-class TestBaseAndAllTogether(MatrixChecks):
+class TestBaseAndAllTogether:
     """The base across regions and partitions, and every setting at once in two regions."""
 
-    targets = WHOLE_TARGETS
+    @pytest.mark.parametrize("target", WHOLE_TARGETS, ids=str)
+    def test_synth_validations_pass_with_account_and_region(self, target: Target) -> None:
+        # cdk-nag, and CDK's own CloudFormation rules where cdk.json turns them into errors: the synth raised.
+        # In aws-cn and aws-us-gov only the console's missing resource types may stop it.
+        failures = target.unexpected(synthesized(target).validation_failures)
+        assert not failures, f"{target}: " + "\n".join(failures)
+
+    @pytest.mark.parametrize("target", WHOLE_TARGETS, ids=str)
+    def test_cfn_lint_finds_no_errors(self, target: Target) -> None:
+        errors = target.unexpected(linted(target).errors)
+        assert not errors, f"{target}: cfn-lint errors:\n" + "\n".join(errors)
 
     @pytest.mark.parametrize("entry", ["base", "all-together"])
     def test_global_names_differ_between_regions_of_one_account(self, entry: str) -> None:
@@ -66,6 +59,21 @@ class TestBaseAndAllTogether(MatrixChecks):
         assert not found, f"{entry}: named alike in {HOME_REGION} and {GLOBAL_REGION} of one account:\n" + (
             "\n".join(found)
         )
+
+
+@pytest.mark.parametrize("region", sorted(PARTITION_REGIONS.values()))
+def test_outside_the_aws_partition_the_synth_stops_naming_each_missing_console_type(region: str) -> None:
+    target = Target("base", region)
+    assert target.missing_types
+    synthesis = synthesized(target)
+    # The synth is refused (cdk deploy stops there), for exactly the types the partition lacks: no cdk-nag
+    # finding, no wrong ARN, nothing else.
+    assert synthesis.validation_failures and not target.unexpected(synthesis.validation_failures)
+    named = {kind for kind in target.missing_types for f in synthesis.validation_failures if f"'{kind}'" in f}
+    assert named == set(target.missing_types)
+    assert not target.unexpected(linted(target).errors)
+    # The chat functions' Lambda Web Adapter layer is named in the partition, never in aws's.
+    assert '"arn:aws:' not in json.dumps(synthesis.template)
 
 
 # Names AWS keeps unique across the regions of an account (or of all accounts): (resource type, property path).
