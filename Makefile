@@ -75,7 +75,7 @@ $(IAC_STAMP): $(IAC_LOCK)
 
 # The locks are generated from pyproject.toml (the source of truth) for Linux / CPython 3.11 with pip-tools,
 # which lives in a throwaway venv outside the project. Run after changing any pin in pyproject.toml (or in
-# requirements/llm-server.in, the real-model servers' venv).
+# requirements/llm-server.in, the real-model servers' venv, or requirements/iac.in, checkov's).
 lock:
 	$(PYTHON) -m venv $(LOCK_TOOL)
 	$(LOCK_TOOL)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION)
@@ -109,15 +109,19 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# A production stage needs a model server (infra/stack.py): the check synthesizes with a stand-in one, which
+# a deployment replaces with its own (`make synth SYNTH_CONTEXT='{"flowledger:model": {...}}'`, or `cdk deploy -c`).
+SYNTH_CONTEXT ?= {"flowledger:model": {"baseUrl": "https://models.example.invalid/v1", "model": "synth-check"}}
+
 synth: install  ## cdk.out, with the dependency layers built by pip from requirements/runtime.lock for the Lambda platform
-	$(BIN)/python infra/app.py
+	CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(BIN)/python infra/app.py
 
 # Layer sizes under Lambda's 250 MB, every handler importable from its own layers on $(LAMBDA_PYTHON),
 # for both stages (a dev stage adds the locked-bucket emptier); cdk.out is left with the prod synth.
 synth-check: synth
 	CDK_CONTEXT_JSON='{"flowledger:stage":"dev"}' $(BIN)/python infra/app.py
 	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
-	$(BIN)/python infra/app.py
+	CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(BIN)/python infra/app.py
 	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
 
 # Every documented CDK context setting alone, and all together, synthesized for an account in eu-west-1,
