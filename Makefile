@@ -35,7 +35,14 @@ IAC_LOCK := requirements/iac.lock
 
 .PHONY: install llm-servers lock audit run test test-fast lint format synth synth-check template-check bench clean
 
-install: $(STAMP) llm-servers
+# The CDK CLI (`npx cdk deploy`), pinned with its hash in package-lock.json; tests/infra/test_cdk_cli.py runs it.
+CDK_STAMP := node_modules/.installed
+
+install: $(STAMP) llm-servers $(CDK_STAMP)
+
+$(CDK_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	touch $(CDK_STAMP)
 
 # Every dependency, transitive ones included, comes from the hashed lock; the project itself adds none.
 $(STAMP): pyproject.toml $(DEV_LOCK)
@@ -134,4 +141,4 @@ bench: install
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache node_modules

@@ -212,7 +212,8 @@ class Console(Construct):
             certificate=acm.Certificate.from_certificate_arn(self, "Certificate", certificate_arn)
             if certificate_arn
             else None,
-            minimum_protocol_version=cloudfront.SecurityPolicyProtocol.TLS_V1_2_2021,
+            # Only a custom certificate takes a security policy; the default one's is fixed (CDK warns otherwise).
+            minimum_protocol_version=cloudfront.SecurityPolicyProtocol.TLS_V1_2_2021 if certificate_arn else None,
             http_version=cloudfront.HttpVersion.HTTP2_AND_3,
             enable_logging=log_bucket is not None,
             log_bucket=log_bucket,
