@@ -1,4 +1,8 @@
-"""16 consumers pull 2,000 rows at once from the locked moto server: each row exactly once, in FIFO order."""
+"""16 consumers pull 1,000 rows at once from the locked moto server: each row exactly once, in FIFO order.
+
+The same claim over HTTP through ``flowledger serve``, with 2,000 rows, is tests/e2e/test_concurrency.py's;
+here the store is driven directly, so half the rows give every consumer dozens of contended pulls.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from flowledger.store.provision import create_table
 from flowledger.store.tables import table_spec
 
 CONSUMERS = 16
-ROWS = 2000
+ROWS = 1000
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
