@@ -8,7 +8,6 @@ configured console origin (``flowledger:corsOrigins``), never ``*``.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from constructs import Construct, Node
 
 from flowledger.api.access import CORS_ALLOWED_HEADERS, Access
 from flowledger.api.registry import RouteSpec
+from infra.constructs.context import json_context
 from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
 from infra.constructs.nag import checkov_skip
 from infra.constructs.waf import WAF_CONTEXT
@@ -46,14 +46,9 @@ class Throttle:
     @classmethod
     def from_context(cls, node: Node) -> Throttle:
         """The stage limit from ``flowledger:apiThrottle``, or the default; a bad value fails the synth naming it."""
-        value: Any = node.try_get_context(THROTTLE_CONTEXT)
-        if value is None or value == "":
+        value = json_context(node, THROTTLE_CONTEXT)
+        if value is None:
             return STAGE_THROTTLE
-        if isinstance(value, str):  # from `cdk -c flowledger:apiThrottle='{...}'`
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ValueError(f"{THROTTLE_CONTEXT} must be a JSON object") from None
         if not isinstance(value, dict) or set(value) != {"rateLimit", "burstLimit"}:
             raise ValueError(f"{THROTTLE_CONTEXT} must be an object with exactly rateLimit and burstLimit")
         rate, burst = value["rateLimit"], value["burstLimit"]

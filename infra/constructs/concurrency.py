@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from constructs import Node
 
 from infra.constructs.chat import BUFFERED_SERVICE
+from infra.constructs.context import context_object
 from infra.constructs.functions import function_names
-from infra.constructs.model_config import context_object
 
 RESERVED_CONCURRENCY_CONTEXT = "flowledger:reservedConcurrency"
 

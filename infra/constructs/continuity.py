@@ -10,10 +10,11 @@ environment change, never a change of permissions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from aws_cdk import aws_lambda as lambda_
 from constructs import Node
+
+from infra.constructs.context import boolean_context
 
 CONTINUITY_CONTEXT = "flowledger:continuity"
 NATIVE_RERUNS_CONTEXT = "flowledger:continuityNativeReruns"
@@ -28,21 +29,11 @@ class ContinuitySwitches:
     def from_context(cls, node: Node) -> ContinuitySwitches:
         """The two switches from the context; anything but a boolean (or "true"/"false") fails the synth."""
         return cls(
-            enabled=_boolean(node.try_get_context(CONTINUITY_CONTEXT), CONTINUITY_CONTEXT, default=False),
-            native_reruns=_boolean(node.try_get_context(NATIVE_RERUNS_CONTEXT), NATIVE_RERUNS_CONTEXT, default=True),
+            enabled=boolean_context(node, CONTINUITY_CONTEXT, default=False),
+            native_reruns=boolean_context(node, NATIVE_RERUNS_CONTEXT, default=True),
         )
 
     def apply(self, function: lambda_.Function) -> None:
         """Tell the chat function (both are always set: a deployment says what it runs)."""
         function.add_environment("ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY", str(self.enabled).lower())
         function.add_environment("CONTINUITY_NATIVE_RERUNS_ENABLED", str(self.native_reruns).lower())
-
-
-def _boolean(value: Any, name: str, *, default: bool) -> bool:
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ValueError(f"{name} must be true or false, not {value!r}")

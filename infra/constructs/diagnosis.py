@@ -14,7 +14,6 @@ environment (``FLOWLEDGER_DIAGNOSIS_*``), each grant on the named resource only.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Node
 
+from infra.constructs.context import json_context
 from infra.constructs.nag import NagEnvironment
 
 LOG_GROUPS_CONTEXT = "flowledger:diagnosisLogGroups"
@@ -53,7 +53,7 @@ class DiagnosisAccess:
         """Read and check the two context values; a bad one fails the synth with a message naming it."""
         return cls(
             log_groups=_log_groups(node.try_get_context(LOG_GROUPS_CONTEXT)),
-            data_api=_data_api(node.try_get_context(DATA_API_CONTEXT)),
+            data_api=_data_api(json_context(node, DATA_API_CONTEXT)),
         )
 
     def environment(self) -> dict[str, str]:
@@ -120,13 +120,8 @@ def _log_groups(value: Any) -> tuple[str, ...]:
 
 
 def _data_api(value: Any) -> DataApiDatabase | None:
-    if value is None or value == "":
+    if value is None:
         return None
-    if isinstance(value, str):  # from `cdk -c flowledger:diagnosisDataApi='{...}'`
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ValueError(f"{DATA_API_CONTEXT} must be a JSON object") from None
     if not isinstance(value, dict) or set(value) != {"resourceArn", "secretArn", "database"}:
         raise ValueError(f"{DATA_API_CONTEXT} must be an object with exactly resourceArn, secretArn and database")
     target = DataApiDatabase(str(value["resourceArn"]), str(value["secretArn"]), str(value["database"]))

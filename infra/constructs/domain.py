@@ -15,10 +15,8 @@ records point both names at their endpoints; without it, the operator adds them 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from aws_cdk import CfnOutput, Stack, Token
 from aws_cdk import aws_apigateway as apigw
@@ -27,6 +25,8 @@ from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_route53_targets as targets
 from constructs import Construct, Node
+
+from infra.constructs.context import json_context
 
 DOMAIN_CONTEXT = "flowledger:domain"
 CLOUDFRONT_CERTIFICATE_REGION = "us-east-1"  # CloudFront's certificates come from ACM in this region only
@@ -51,14 +51,9 @@ class DomainSettings:
     @classmethod
     def from_context(cls, node: Node) -> DomainSettings | None:
         """The settings from ``flowledger:domain``, ``None`` when unset; a bad value fails the synth naming it."""
-        value: Any = node.try_get_context(DOMAIN_CONTEXT)
-        if value is None or value == "":
+        value = json_context(node, DOMAIN_CONTEXT)
+        if value is None:
             return None
-        if isinstance(value, str):  # from `cdk -c flowledger:domain='{...}'`
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ValueError(f"{DOMAIN_CONTEXT} must be a JSON object") from None
         if not isinstance(value, dict) or not set(value) <= set(_KEYS):
             raise ValueError(f"{DOMAIN_CONTEXT} must be an object with only {', '.join(_KEYS)}")
         for key in _KEYS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_lambda as lambda_
 from constructs import Node
 
-from infra.constructs.continuity import _boolean
+from infra.constructs.context import boolean_context
 
 FLOW_CAPTURE_CONTEXT = "flowledger:flowCapture"
 FLOW_CAPTURE_VARIABLE = "REASONING_FLOW_CAPTURE_ENABLED"
@@ -28,7 +28,7 @@ class FlowCapture:
     @classmethod
     def from_context(cls, node: Node) -> FlowCapture:
         """The switch; anything but true or false fails the synth naming the key."""
-        return cls(_boolean(node.try_get_context(FLOW_CAPTURE_CONTEXT), FLOW_CAPTURE_CONTEXT, default=True))
+        return cls(boolean_context(node, FLOW_CAPTURE_CONTEXT, default=True))
 
     def apply(self, *functions: lambda_.Function) -> None:
         """Tell each function whose agents record flows (always set: a deployment says what it records)."""

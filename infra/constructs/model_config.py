@@ -19,7 +19,6 @@ nothing is granted or set, and the chat answers with the offline model.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Node
 
 from flowledger.config import KnowledgeEmbeddingModel, PathwayEmbeddingModel
+from infra.constructs.context import context_object
 
 MODEL_CONTEXT = "flowledger:model"
 KEYS = ("secretArn", "baseUrlParameter", "modelParameter", "baseUrl", "model")
@@ -204,25 +204,6 @@ class EmbeddingModels:
                 function.add_to_role_policy(
                     iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.voyage_secret_arn])
                 )
-
-
-def context_object(node: Node, name: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
-    """The context value ``name`` as an object of ``keys`` only (a JSON string from ``cdk -c`` is parsed);
-    None when it is not set. A bad value fails the synth with a message naming the key."""
-    value = node.try_get_context(name)
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):  # from `cdk -c 'name={...}'`
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ValueError(f"{name} must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{name} must be an object with any of {', '.join(keys)}")
-    unknown = sorted(set(value) - set(keys))
-    if unknown:
-        raise ValueError(f"{name}: unknown key {unknown[0]!r} (known: {', '.join(keys)})")
-    return value
 
 
 def _check(value: dict[str, Any], key: str, pattern: re.Pattern[str], what: str) -> None:

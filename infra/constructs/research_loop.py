@@ -18,7 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Node
 
 from flowledger.config import CriticDispatchStrategy
-from infra.constructs.continuity import _boolean
+from infra.constructs.context import boolean_context
 
 LOOP_CONTEXT = "flowledger:researchLoop"
 STRATEGY_CONTEXT = "flowledger:criticDispatchStrategy"
@@ -41,7 +41,7 @@ class ResearchLoopSwitches:
         allowed = [s.value for s in CriticDispatchStrategy]
         if strategy not in allowed:
             raise ValueError(f"{STRATEGY_CONTEXT} must be one of {', '.join(allowed)}, not {strategy!r}")
-        return cls(_boolean(node.try_get_context(LOOP_CONTEXT), LOOP_CONTEXT, default=False), strategy)
+        return cls(boolean_context(node, LOOP_CONTEXT, default=False), strategy)
 
     def apply(self, jobs: lambda_.Function) -> None:
         """Tell the jobs function (every switch is set: a deployment says what it runs)."""

@@ -12,16 +12,16 @@ us-east-1 whatever the region of the stack: made here when the stack deploys to 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from aws_cdk import Aws, Stack, Token
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudfront as cloudfront
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct, Node
+
+from infra.constructs.context import json_context
 
 WAF_CONTEXT = "flowledger:waf"
 CLOUDFRONT_REGION = "us-east-1"  # a CLOUDFRONT-scope web ACL exists in this region only
@@ -55,16 +55,12 @@ class WafSettings:
     def from_context(cls, node: Node) -> WafSettings | None:
         """The settings from ``flowledger:waf`` (``true`` or an object), ``None`` when unset or ``false``;
         a bad value fails the synth naming the key."""
-        value: Any = node.try_get_context(WAF_CONTEXT)
-        if value is None or value is False or value in ("", "false"):
+        # `-c flowledger:waf=true` is the JSON true, as cdk.json's true is.
+        value = json_context(node, WAF_CONTEXT, expected="true, false or a JSON object")
+        if value is None or value is False:
             return None
-        if value is True or value == "true":
+        if value is True:
             return cls()
-        if isinstance(value, str):  # from `cdk -c flowledger:waf='{...}'`
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise ValueError(f"{WAF_CONTEXT} must be true, false or a JSON object") from None
         if not isinstance(value, dict) or not set(value) <= _KEYS:
             raise ValueError(f"{WAF_CONTEXT} must be true or an object with only {', '.join(sorted(_KEYS))}")
         rate = value.get("rateLimit", DEFAULT_RATE_LIMIT)

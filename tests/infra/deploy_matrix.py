@@ -249,25 +249,13 @@ def _environment(target: Target) -> Iterator[None]:
 def synthesize(target: Target) -> Synthesis:
     """Synthesize the real app (dependencies layer skipped) for ``target``. A validation failure (cdk-nag)
     is recorded, not raised, so the template is still linted; a bad context or any other error raises."""
-    from aws_cdk import App
-
-    from infra import app as cdk_app
-
-    extra = target.context()
-
-    # The CLI's CDK_CONTEXT_JSON cannot be used in-process (the jsii runtime read its environment at
-    # start), so the app's App is swapped for one that adds the context, as tests/infra/synth.py does.
-    class AppWithContext(App):
-        def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
-            super().__init__(context={**context, **extra}, **options)
+    from tests.infra.synth import app_with_context
 
     outdir = Path(tempfile.mkdtemp(prefix=f"flowledger-matrix-{target}-"))
     started = time.monotonic()
-    original = cdk_app.__dict__["App"]
     try:
-        setattr(cdk_app, "App", AppWithContext)  # noqa: B010 (infra.app's own name, swapped for this synth)
         with _environment(target):
-            app = cdk_app.build_app(skip_dependencies_layer=True, outdir=outdir)
+            app = app_with_context(target.context(), outdir)
         try:
             app.synth()
             failures: tuple[str, ...] = ()
@@ -276,7 +264,6 @@ def synthesize(target: Target) -> Synthesis:
         template_file = outdir / f"{STACK}.template.json"
         template = json.loads(template_file.read_text())
     finally:
-        setattr(cdk_app, "App", original)  # noqa: B010
         shutil.rmtree(outdir, ignore_errors=True)
     return Synthesis(target, template, failures, time.monotonic() - started)
 

@@ -13,7 +13,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aws_cdk import App
 
 
@@ -34,18 +33,27 @@ TEST_CONSOLE_ORIGIN = "https://console.example.com"
 TEST_CONTEXT = {MODEL_CONTEXT: TEST_MODEL, "flowledger:corsOrigins": TEST_CONSOLE_ORIGIN}
 
 
-def app_with(context: dict[str, Any]) -> App:
-    """The real app (dependencies layer build skipped) with ``context`` on top of cdk.json's and ``TEST_CONTEXT``."""
+def app_with_context(context: dict[str, Any], folder: Path) -> App:
+    """The real app (dependencies layer build skipped) with ``context`` on top of cdk.json's, synthesizing into
+    ``folder``. No pytest here: ``scripts/check_templates.py`` builds its templates with it too."""
     from infra import app as cdk_app
 
     class AppWithContext(App):
         def __init__(self, *, context: dict[str, Any], **options: Any) -> None:
             super().__init__(context={**context, **extra}, **options)
 
-    extra = {**TEST_CONTEXT, **context}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cdk_app, "App", AppWithContext)
-        return cdk_app.build_app(skip_dependencies_layer=True, outdir=outdir())
+    extra = context
+    original = cdk_app.__dict__["App"]
+    setattr(cdk_app, "App", AppWithContext)  # noqa: B010 (infra.app's own name, swapped for this build)
+    try:
+        return cdk_app.build_app(skip_dependencies_layer=True, outdir=folder)
+    finally:
+        setattr(cdk_app, "App", original)  # noqa: B010
+
+
+def app_with(context: dict[str, Any]) -> App:
+    """The real app with ``context`` on top of cdk.json's and ``TEST_CONTEXT``, in this process's ``outdir``."""
+    return app_with_context({**TEST_CONTEXT, **context}, outdir())
 
 
 def resources_with(context: dict[str, Any]) -> dict[str, Any]:

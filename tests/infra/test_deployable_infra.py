@@ -40,8 +40,9 @@ def test_flow_capture_is_on_by_default_for_every_agent(resources: dict[str, Any]
         assert variables[FLOW_CAPTURE_VARIABLE] == "true", key
 
 
-def test_flow_capture_switched_off_by_context_is_off_for_every_agent() -> None:
-    for key, variables in agent_functions(resources_with({FLOW_CAPTURE_CONTEXT: "false"})).items():
+@pytest.mark.parametrize("off", ["false", False], ids=["cdk -c", "cdk.json"])
+def test_flow_capture_switched_off_by_context_is_off_for_every_agent(off: str | bool) -> None:
+    for key, variables in agent_functions(resources_with({FLOW_CAPTURE_CONTEXT: off})).items():
         assert variables[FLOW_CAPTURE_VARIABLE] == "false", key
 
 
