@@ -2,6 +2,7 @@
 // scores kept beside the chart in words.
 
 import { h } from "/console/js/dom.js";
+import { isRated } from "/console/js/radar.js";
 
 export const AXES = ["confidence", "coverage", "maturity", "recency", "consensus", "risk"];
 export const AXIS_LABELS = {
@@ -26,7 +27,7 @@ export function seriesOf(name, dimensions) {
   };
 }
 
-/** The six axes as a definition grid: "Coverage 4/7 · medium" (Risk is a caution flag: high is bad). */
+/** The six axes as a definition grid: "Coverage 4/7 · medium", or "not rated" without data (Risk is a caution flag: high is bad). */
 export function axesGrid(dimensions) {
   return h(
     "dl",
@@ -36,7 +37,7 @@ export function axesGrid(dimensions) {
         "div",
         {},
         h("dt", {}, axis === "risk" ? "Risk (caution)" : AXIS_LABELS[axis]),
-        h("dd", {}, `${dimensions[axis].score}/${AXIS_MAX} · ${dimensions[axis].bucket}`),
+        h("dd", { class: isRated(dimensions[axis]) ? null : "not-rated" }, isRated(dimensions[axis]) ? `${dimensions[axis].score}/${AXIS_MAX} · ${dimensions[axis].bucket}` : "not rated"),
       ),
     ),
   );

@@ -232,10 +232,9 @@ def test_stats_count_the_library_and_classify_maturity(call: Call, services: Ser
 @pytest.mark.usefixtures("clock")
 def test_a_close_takes_maturity_and_recency_from_the_family(call: Call, services: Services) -> None:
     _, first = flow(call, "chat/0")
-    assert (first["dimensions_snapshot"]["maturity"]["score"], first["dimensions_snapshot"]["recency"]["score"]) == (
-        3,
-        3,
-    )  # no snapshot yet: neutral
+    # No snapshot yet: the library cannot say, so both axes are not rated (not a neutral 3, not low).
+    unrated = {"score": None, "bucket": "not_rated"}
+    assert first["dimensions_snapshot"]["maturity"] == first["dimensions_snapshot"]["recency"] == unrated
     for n in range(1, 5):
         flow(call, f"chat/{n}")
     top = match(call, "chat/0")["candidates"][0]["pathway"]["pathway_id"]

@@ -75,7 +75,7 @@ def add_step(
     kind: str = "retrieval",
     agent: str = "researcher",
     summary: str = "Retrieved passages",
-    confidence: float = 0.95,
+    confidence: float | None = 0.95,
     **extra: Any,
 ) -> tuple[int, Any]:
     status, body, _ = call(
@@ -389,8 +389,33 @@ def test_a_flow_closed_without_a_snapshot_gets_a_fresh_radar(call: Call, service
     consent(call)
     status, narrative, _ = call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)
     assert status == 200
-    radar = {axis["label"]: axis["score"] for axis in narrative["radar"]}
-    assert radar["Confidence"] == 7 and radar["Established practice"] == 3
+    radar = {axis["label"]: (axis["score"], axis["bucket"]) for axis in narrative["radar"]}
+    # Recomputed now, the family's axes at close are unknown: not rated rather than a made-up middle.
+    assert radar["Confidence"] == (7, "high") and radar["Established practice"] == (None, "not_rated")
+
+
+def test_a_chat_turn_without_confidence_reads_not_rated_for_the_patient_and_the_admin(
+    call: Call, services: Services
+) -> None:
+    flow_id = open_flow(call)
+    for kind, summary in (("retrieval", "Retrieved three guideline passages"), ("llm_prompt", "Drafted an answer")):
+        assert add_step(call, flow_id, kind, "chat", summary, confidence=None)[0] == 201
+    outcome = {"type": "recommendation_delivered", "summary": "Answered the question"}
+    status, closed, _ = call(
+        "PATCH", f"/api/reasoning/flows/{flow_id}", {"state": "completed", "outcome": outcome}, WRITER
+    )
+    assert status == 200 and closed["patient_safe_summary"] is True
+    unrated = {"score": None, "bucket": "not_rated"}
+    # No step and no outcome carried a confidence: neither "Confidence low" nor a Risk of 7 derived from it.
+    assert closed["dimensions_snapshot"]["confidence"] == closed["dimensions_snapshot"]["risk"] == unrated
+    consent(call)
+    status, narrative, _ = call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)
+    assert status == 200
+    radar = {axis["label"]: {"score": axis["score"], "bucket": axis["bucket"]} for axis in narrative["radar"]}
+    assert radar["Confidence"] == radar["Caution flags"] == radar["Care team agreement"] == unrated
+    assert radar["Evidence breadth"] == {"score": 3, "bucket": "medium"}  # two kinds of evidence: rated
+    status, dag, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
+    assert status == 200 and dag["dimensions"]["confidence"] == dag["dimensions"]["risk"] == unrated
 
 
 def stored_items(services: Services) -> dict[str, int]:

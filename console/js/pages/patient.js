@@ -5,7 +5,7 @@
 
 import { ApiError, patientFetch } from "/console/js/api.js";
 import { h, replace, stylesheet } from "/console/js/dom.js";
-import { radarSvg } from "/console/js/radar.js";
+import { axisWords, radarSvg } from "/console/js/radar.js";
 
 const PROFILE = "/console/patient";
 const AXIS_MAX = 7; // the API's radar axes score 0..7
@@ -152,7 +152,7 @@ function profile(axes) {
       h(
         "dl",
         { class: "patient-axes" },
-        axes.map((a) => h("div", {}, h("dt", {}, a.label), h("dd", {}, `${a.bucket} (${a.score} of ${AXIS_MAX})`))),
+        axes.map((a) => h("div", {}, h("dt", {}, a.label), h("dd", {}, axisWords(a, AXIS_MAX)))),
       ),
     ),
     h("p", { class: "muted" }, "Higher is stronger on every line but Caution flags, where higher means more reasons for care."),

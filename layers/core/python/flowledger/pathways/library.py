@@ -13,7 +13,7 @@ from flowledger.pathways.radar import HIGH_HITS, family_maturity_score, recency_
 from flowledger.pathways.snapshot import SnapshotStore
 from flowledger.pathways.stats import Counted, PathwayStats, counters_of, hit_shard_of, moved
 from flowledger.pathways.store import PathwayStore
-from flowledger.reasoning.dimensions import AXES, NEUTRAL
+from flowledger.reasoning.dimensions import AXES, Dimensions
 from flowledger.services import Services
 
 POSITIVE_AXES = tuple(axis for axis in AXES if axis != "risk")
@@ -135,14 +135,18 @@ class PathwayLibrary:
         )
         return comparison
 
-    def family_axes(self, trigger_type: str, now: datetime) -> tuple[int, int]:
+    def family_axes(self, trigger_type: str, now: datetime) -> tuple[int | None, int | None]:
         """Maturity and Recency of a family for a flow's radar, from its latest snapshot's aggregates
-        (the pointer the matcher uses too, cached per process: as fresh as the hourly snapshot anyway)."""
+        (the pointer the matcher uses too, cached per process: as fresh as the hourly snapshot anyway).
+
+        Not rated (None) where the library cannot say: no snapshot yet, or (Recency) no activity in it.
+        """
         pointer = self.snapshots.pointer(self._s.settings.pathway_embedding_model.value, trigger_type)
         if pointer is None:
-            return NEUTRAL, NEUTRAL  # no pathway evidence either way yet
+            return None, None  # no pathway evidence either way yet
         maturity = family_maturity_score(pointer["count"], pointer["high_hits"])
-        return maturity, recency_score(pointer.get("latest_activity"), now)
+        latest = pointer.get("latest_activity")
+        return maturity, recency_score(latest, now) if latest else None
 
     def _audit(self, action: str, actor: str, subject: str, payload: dict[str, Any]) -> None:
         self._s.ledger.append(AuditEntry(action=action, actor=actor, subject=subject, payload=payload))
@@ -152,19 +156,17 @@ def compare_views(first: PathwayView, second: PathwayView) -> Comparison:
     """Per-axis deltas (second minus first), ranked by absolute size; the dominant pick (pure).
 
     Each side's standing is the sum of its positive axes minus its Risk; the higher wins, and on a
-    tie the one with lower Risk; with Risk equal too, neither dominates.
+    tie the one with lower Risk; with Risk equal too, neither dominates. Only axes rated on both
+    sides count: an axis not rated has no delta (null, listed last) and adds to neither standing.
     """
     a, b = first.dimensions, second.dimensions
-    deltas = [
-        AxisDelta(axis=axis, first=getattr(a, axis).score, second=getattr(b, axis).score, delta=0) for axis in AXES
-    ]
-    deltas = [d.model_copy(update={"delta": d.second - d.first}) for d in deltas]
-    deltas.sort(key=lambda d: (-abs(d.delta), AXES.index(d.axis)))
+    deltas = [_delta(axis, getattr(a, axis).score, getattr(b, axis).score) for axis in AXES]
+    deltas.sort(key=lambda d: (d.delta is None, -abs(d.delta or 0), AXES.index(d.axis)))
+    both = {d.axis for d in deltas if d.delta is not None}
 
     def standing(view: PathwayView) -> int:
-        dims = view.dimensions
-        positive: int = sum(getattr(dims, axis).score for axis in POSITIVE_AXES)
-        return positive - dims.risk.score
+        scores = _rated_scores(view.dimensions, both)
+        return sum(scores.get(axis, 0) for axis in POSITIVE_AXES) - scores.get("risk", 0)
 
     one, two = standing(first), standing(second)
     leading = [d for d in deltas if d.delta and d.axis != "risk"][:2]
@@ -176,10 +178,20 @@ def compare_views(first: PathwayView, second: PathwayView) -> Comparison:
             f"(positive axes minus risk); largest differences: {detail}"
         )
         return Comparison(first=first, second=second, deltas=deltas, dominant=winner.pathway_id, reasoning=reasoning)
-    if a.risk.score != b.risk.score:
+    if a.risk.score is not None and b.risk.score is not None and a.risk.score != b.risk.score:
         winner = first if a.risk.score < b.risk.score else second
         reasoning = f"even at {one} (positive axes minus risk); {winner.pathway_id} carries less risk"
         return Comparison(first=first, second=second, deltas=deltas, dominant=winner.pathway_id, reasoning=reasoning)
-    return Comparison(
-        first=first, second=second, deltas=deltas, dominant=None, reasoning=f"even at {one} with equal risk"
-    )
+    risk = "with equal risk" if "risk" in both else "with risk not rated on both sides"
+    return Comparison(first=first, second=second, deltas=deltas, dominant=None, reasoning=f"even at {one} {risk}")
+
+
+def _delta(axis: str, first: int | None, second: int | None) -> AxisDelta:
+    delta = None if first is None or second is None else second - first
+    return AxisDelta(axis=axis, first=first, second=second, delta=delta)
+
+
+def _rated_scores(dimensions: Dimensions, axes: set[str]) -> dict[str, int]:
+    """The scores of ``axes`` (rated on both sides of a comparison)."""
+    scores = {axis: getattr(dimensions, axis).score for axis in axes}
+    return {axis: score for axis, score in scores.items() if score is not None}

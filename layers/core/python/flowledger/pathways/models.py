@@ -92,9 +92,9 @@ class CompareRequest(BaseModel):
 
 class AxisDelta(BaseModel):
     axis: str
-    first: int
-    second: int
-    delta: int = Field(description="second minus first")
+    first: int | None = Field(description="null when the first pathway's axis is not rated")
+    second: int | None = Field(description="null when the second pathway's axis is not rated")
+    delta: int | None = Field(description="second minus first; null unless both are rated")
 
 
 class Comparison(BaseModel):

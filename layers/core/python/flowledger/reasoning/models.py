@@ -179,8 +179,8 @@ class NarrativeStep(BaseModel):
 
 class RadarAxis(BaseModel):
     label: str
-    score: int
-    bucket: str
+    score: int | None = Field(description="0-7, or null when the flow holds no data for this axis")
+    bucket: str = Field(description="low, medium, high, or not_rated")
 
 
 class Narrative(BaseModel):

@@ -25,7 +25,7 @@ from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
 from flowledger.ledger.store import TRANSACT_ITEMS_LIMIT
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
-from flowledger.reasoning.dimensions import NEUTRAL, PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
+from flowledger.reasoning.dimensions import PATIENT_LABELS, Dimensions, StepSignal, compute_dimensions
 from flowledger.reasoning.guard import guard_counts
 from flowledger.reasoning.models import (
     MAX_STEP_PAYLOAD_BYTES,
@@ -628,13 +628,13 @@ class FlowService:
         """A flow and its stored step records (sealed fields stay sealed)."""
         return self._flow(flow_id), list(self._step_records(flow_id))
 
-    def _family_axes(self, trigger_type: str) -> tuple[int, int]:
-        """The radar's Maturity and Recency from the pathway library; neutral when it cannot say."""
+    def _family_axes(self, trigger_type: str) -> tuple[int | None, int | None]:
+        """The radar's Maturity and Recency from the pathway library; not rated (None) when it cannot say."""
         try:
             return PathwayLibrary(self._s).family_axes(trigger_type, self._s.clock())
         except Exception:
             logger.warning("pathway family unavailable for the radar", exc_info=True)
-            return NEUTRAL, NEUTRAL
+            return None, None
 
     def _consent_item(self, patient_id: str) -> dict[str, Any] | None:
         response = self._db.get_item(
