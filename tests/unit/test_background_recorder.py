@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 from typing import Any
 
@@ -42,7 +43,7 @@ class Recording:
 
     def start(self, body: dict[str, Any]) -> str:
         self._note("start", body["trigger_ref"])
-        return "fl_1"
+        return str(body["flow_id"])  # the service opens the flow under the id the recorder chose
 
     def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
         if self.gate is not None and not self.gate.wait(WAIT):
@@ -95,7 +96,7 @@ def test_the_close_follows_the_last_step_and_says_completed() -> None:
         flow.outcome("no_action", "Nothing to do")
     assert transport.actions() == ["start", "steps", "close"]
     assert transport.calls[-1] == ("close", "completed")
-    assert flow.flow_id == "fl_1"
+    assert re.fullmatch(r"fl_[0-9A-Z]{26}", str(flow.flow_id))
 
 
 def test_an_agent_exception_propagates_after_its_steps_are_sent_and_closes_the_flow_aborted() -> None:
@@ -126,9 +127,17 @@ def test_a_deferred_flow_sends_nothing_inside_the_block_then_everything_from_the
     transport = Recording()
     with ReasoningFlowRecorder(transport).flow("t", "r", "Question", deferred=True) as flow:
         ids = [flow.step("retrieval", "researcher", f"Step {n}") for n in range(60)]
-        assert transport.calls == [] and flow.flow_id is None
+        planned = flow.flow_id  # named before anything is sent: a chat turn hands it to its client at once
+        assert transport.calls == [] and re.fullmatch(r"fl_[0-9A-Z]{26}", str(planned))
     assert transport.sent_steps() == ids and transport.actions()[-1] == "close"
+    assert flow.flow_id == planned
     assert transport.threads == {threading.current_thread().name}  # the exit sent it, no thread was made
+
+
+def test_a_deferred_flow_whose_open_fails_names_no_flow_after_the_exit() -> None:
+    with ReasoningFlowRecorder(Recording(fail_on="start")).flow("t", "r", "Question", deferred=True) as flow:
+        flow.step("retrieval", "researcher", "Step")
+    assert flow.flow_id is None  # the chosen id was never written: it is not handed out as if it were
 
 
 def test_a_transport_that_never_answers_cannot_hold_the_exit_past_its_timeout(

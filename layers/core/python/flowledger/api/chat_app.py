@@ -109,12 +109,16 @@ def final_body(events: list[ChatEvent]) -> dict[str, Any]:
         elif isinstance(event, ContentEvent):
             fields["content"] = event.content
         elif isinstance(event, DoneEvent):
-            fields.update(dict(event))
+            fields.update(dict(event))  # its flow_id: confirmed once written (start's was only planned)
             del fields["type"]
         elif isinstance(event, ErrorEvent):
             fields["error"] = ErrorDetail(code=event.code, message=event.message)
-    # Top-level fields a turn did not reach are left out; inside the content, null stays null.
-    return {k: v for k, v in ChatResult(**fields).model_dump(mode="json").items() if v is not None}
+            if event.run_id is not None:  # a turn's end (not a refusal before it): its flow, or null
+                fields["flow_id"] = event.flow_id
+    # Top-level fields a turn did not reach are left out; inside the content, null stays null, and so
+    # does the flow id of a turn that ended: null there says its flow was not recorded.
+    body = ChatResult(**fields).model_dump(mode="json")
+    return {k: v for k, v in body.items() if v is not None or (k == "flow_id" and k in fields)}
 
 
 def create_app(

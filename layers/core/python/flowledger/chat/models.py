@@ -119,6 +119,25 @@ class SourceContext(BaseModel):
     sources: list[SourceUse] = Field(default_factory=list, max_length=100)
 
 
+MAX_PUBLIC_TABLE_ROWS = 50  # rows of a table answer a client is sent (the answer model reads the same)
+TableCell = str | int | float | bool | None
+
+
+def _is_empty(value: Any) -> bool:
+    return not value
+
+
+class PublicTable(BaseModel):
+    """A table answer's result as data: its columns and the rows shown, in the plan's order."""
+
+    document_id: str
+    title: str
+    columns: list[str]
+    rows: list[list[TableCell]] = Field(max_length=MAX_PUBLIC_TABLE_ROWS)
+    total_rows: int = Field(ge=0, description="the rows the plan's answer has; more than rows_shown when cut")
+    rows_shown: int = Field(ge=0, description="len(rows)")
+
+
 class PublicContent(BaseModel):
     """What a client may see of an answer: never tool-call ids, raw evidence or guard reasons."""
 
@@ -127,12 +146,29 @@ class PublicContent(BaseModel):
     limitations: str | None = None
     # With continuity off there is no source context, and the content is what it always was.
     source_context: SourceContext | None = Field(None, exclude_if=_is_none)
+    tables: list[PublicTable] = Field(
+        default_factory=list,
+        max_length=10,
+        description="the result of each table the answer computed on, as data beside the text",
+        exclude_if=_is_empty,
+    )
+
+
+FLOW_ID_DESCRIPTION = (
+    "the reasoning flow recording this turn (GET /admin/v1/reasoning/flows/{flow_id}; the console's "
+    "/console/flows/{flow_id}); null when flow capture is off or the flow could not be recorded"
+)
 
 
 class StartEvent(BaseModel):
     type: Literal["start"] = "start"
     session_id: str
     run_id: str
+    flow_id: str | None = Field(
+        None,
+        description=FLOW_ID_DESCRIPTION + ". Chosen when the turn starts; the flow is written when the turn "
+        "ends, so read it after done or error, which repeat it only if it was written",
+    )
 
 
 class StatusEvent(BaseModel):
@@ -154,6 +190,7 @@ class DoneEvent(BaseModel):
     release_outcome: ReleaseOutcome
     model: str
     offline_model: bool
+    flow_id: str | None = Field(None, description=FLOW_ID_DESCRIPTION + "; sent once the flow is written")
 
 
 class ErrorEvent(BaseModel):
@@ -162,6 +199,7 @@ class ErrorEvent(BaseModel):
     run_id: str | None = None
     code: str
     message: str
+    flow_id: str | None = Field(None, description=FLOW_ID_DESCRIPTION + "; sent once the flow is written")
 
 
 ChatEvent = StartEvent | StatusEvent | ContentEvent | DoneEvent | ErrorEvent
@@ -180,6 +218,11 @@ class RunView(BaseModel):
     finished_at: str | None = None
     duration_ms: int | None = None
     budget_usage: dict[str, Any] | None = None
+    flow_id: str | None = Field(
+        None,
+        description=FLOW_ID_DESCRIPTION + ". Stored when the turn starts and removed if the flow is lost, so "
+        "a run still RUNNING names a flow not written yet",
+    )
     model: str | None = None
     offline_model: bool | None = None
     content: PublicContent | None = None  # what the turn published to its client; None unless it succeeded
@@ -229,4 +272,5 @@ class ChatResult(BaseModel):
     release_outcome: ReleaseOutcome | None = None
     model: str | None = None
     offline_model: bool | None = None
+    flow_id: str | None = Field(None, description=FLOW_ID_DESCRIPTION)
     error: ErrorDetail | None = None

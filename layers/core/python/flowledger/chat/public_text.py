@@ -28,3 +28,11 @@ def public_text(text: str, limit: int) -> str:
     """Scrubbed, stripped and bounded: the one way model text becomes public (scrubbing first, so a cut
     can never leave part of an id behind that the pattern would have caught whole)."""
     return bounded(scrub_call_ids(text).strip(), limit)
+
+
+MAX_PUBLIC_CELL_CHARS = 200
+
+
+def public_cell(value: str | int | float | bool | None) -> str | int | float | bool | None:
+    """A table cell as a client sees it: text scrubbed and bounded like any public text, other values as they are."""
+    return public_text(value, MAX_PUBLIC_CELL_CHARS) if isinstance(value, str) else value

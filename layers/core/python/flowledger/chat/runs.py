@@ -50,8 +50,20 @@ class RunStore:
         self._db = services.aws.dynamodb
         self._table = services.aws.table_name("runs")
 
-    def create(self, session_id: str, run_id: str, owner: str, query: str, model: str, offline: bool) -> str:
-        """Persist the RUNNING run (and the session's owner on its first run) in one request."""
+    def create(
+        self,
+        session_id: str,
+        run_id: str,
+        owner: str,
+        query: str,
+        model: str,
+        offline: bool,
+        flow_id: str | None = None,
+    ) -> str:
+        """Persist the RUNNING run (and the session's owner on its first run) in one request.
+
+        ``flow_id``: the reasoning flow that will record the turn (written when the turn ends).
+        """
         now = timestamp(self._s.clock())
         # An update, not a put: the header keeps when the session began and its first question (its
         # title), and session_owner/last_active_at put it in the owner's session list (by_owner).
@@ -81,6 +93,7 @@ class RunStore:
                         "created_at": now,
                         "model": model,
                         "offline_model": offline,
+                        **({"flow_id": flow_id} if flow_id else {}),
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(run_id)",
@@ -163,6 +176,15 @@ class RunStore:
                 return False
             raise
         return True
+
+    def forget_flow(self, session_id: str, run_id: str) -> None:
+        """Drop the run's flow id: its flow could not be recorded, and the history must not name it."""
+        self._db.update_item(
+            TableName=self._table,
+            Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}},
+            UpdateExpression="REMOVE flow_id",
+            ConditionExpression="attribute_exists(run_id)",
+        )
 
     def cancel(self, owner: str, run_id: str) -> RunView:
         """Cancel a RUNNING run of the caller's; 409 when it already ended."""

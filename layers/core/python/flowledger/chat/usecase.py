@@ -132,13 +132,20 @@ class ChatApplicationUseCase:
         preflight = self._preflight(principal, request)
         session_id = request.session_id or new_id("ses_")
         run_id = new_id("run_")
-        started = self.runs.create(session_id, run_id, principal.id, request.query, self.model.name, self.model.offline)
+        # Deferred: nothing is written before the block exits, but the flow's id is fixed now, so the run,
+        # the start event and the client all name it from the first moment.
+        flow = self.recorder.flow(
+            "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id, deferred=True
+        )
+        started = self.runs.create(
+            session_id, run_id, principal.id, request.query, self.model.name, self.model.offline, flow_id=flow.flow_id
+        )
         cancel.watch(lambda: self.runs.is_cancelled(session_id, run_id))
         budget = self.budget()
         if deadline is not None:  # the caller's deadline (the Lambda's remaining time) may be the nearer one
             budget.deadline = deadline if budget.deadline is None else min(budget.deadline, deadline)
         turn = _TurnInput(principal, session_id, run_id, started, request, preflight)
-        return self._events(turn, cancel, budget)
+        return self._events(turn, flow, cancel, budget)
 
     def _preflight(self, principal: Principal, request: ChatRequest) -> Preflight | None:
         if self.continuity is None:
@@ -150,34 +157,50 @@ class ChatApplicationUseCase:
             return None
         return self.continuity.preflight(principal, request, request.session_id)
 
-    def _events(self, turn: _TurnInput, cancel: CancelToken, budget: Budget) -> Iterator[ChatEvent]:
+    def _events(self, turn: _TurnInput, flow: FlowHandle, cancel: CancelToken, budget: Budget) -> Iterator[ChatEvent]:
+        """The turn's events; its last one (done or error) is held until the flow is written, so the
+        flow id it carries names a flow that exists (None when recording failed: never a dangling id)."""
+        planned = flow.flow_id
+        yield StartEvent(session_id=turn.session_id, run_id=turn.run_id, flow_id=planned)
+        ending: DoneEvent | ErrorEvent | None = None
+        try:
+            with flow:
+                for event in self._recorded(turn, cancel, flow, budget):
+                    if isinstance(event, DoneEvent | ErrorEvent):
+                        ending = event
+                    else:
+                        yield event
+        finally:  # also when the client went away mid-turn (the generator closed)
+            if planned is not None and flow.flow_id is None:
+                with contextlib.suppress(Exception):  # the run keeps a stale id; the flow route answers 404
+                    self.runs.forget_flow(turn.session_id, turn.run_id)
+        if ending is not None:
+            yield ending.model_copy(update={"flow_id": flow.flow_id})
+
+    def _recorded(self, turn: _TurnInput, cancel: CancelToken, flow: FlowHandle, budget: Budget) -> Iterator[ChatEvent]:
         session_id, run_id, started = turn.session_id, turn.run_id, turn.started
-        yield StartEvent(session_id=session_id, run_id=run_id)
-        with self.recorder.flow(
-            "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id, deferred=True
-        ) as flow:
-            try:
-                yield from self._turn(turn, cancel, flow, budget)
-            except Exception:
-                # Whatever broke, the run still ends exactly once and the client hears about it.
-                logger.exception("chat turn failed", extra={"run_id": run_id})
-                finished = True
-                with contextlib.suppress(Exception):
-                    finished = self.runs.finish(
-                        session_id,
-                        run_id,
-                        status=RunStatus.FAILED,
-                        release=ReleaseOutcome.FAILED,
-                        intent=None,
-                        published_result=None,
-                        content=None,
-                        started=started,
-                        budget_usage={},
-                    )
-                if not finished:  # cancelled through the API first: the stream tells the stored story
-                    yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message=CANCELLED_MESSAGE)
-                    return
-                yield ErrorEvent(session_id=session_id, run_id=run_id, code="internal_error", message="internal error")
+        try:
+            yield from self._turn(turn, cancel, flow, budget)
+        except Exception:
+            # Whatever broke, the run still ends exactly once and the client hears about it.
+            logger.exception("chat turn failed", extra={"run_id": run_id})
+            finished = True
+            with contextlib.suppress(Exception):
+                finished = self.runs.finish(
+                    session_id,
+                    run_id,
+                    status=RunStatus.FAILED,
+                    release=ReleaseOutcome.FAILED,
+                    intent=None,
+                    published_result=None,
+                    content=None,
+                    started=started,
+                    budget_usage={},
+                )
+            if not finished:  # cancelled through the API first: the stream tells the stored story
+                yield ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message=CANCELLED_MESSAGE)
+                return
+            yield ErrorEvent(session_id=session_id, run_id=run_id, code="internal_error", message="internal error")
 
     def _turn(self, turn: _TurnInput, cancel: CancelToken, flow: FlowHandle, budget: Budget) -> Iterator[ChatEvent]:
         session_id, run_id, started, request = turn.session_id, turn.run_id, turn.started, turn.request

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from flowledger.chat.executors import Budget
+from flowledger.chat.models import MAX_PUBLIC_TABLE_ROWS, PublicTable
+from flowledger.chat.public_text import public_cell
 from flowledger.continuity.refs import Engine, EvidenceStatus
 from flowledger.errors import FlowledgerError, InvalidInput, NotFound
 from flowledger.identity import Principal
@@ -26,7 +28,7 @@ from flowledger.workspaces.documents import DocumentService
 from flowledger.workspaces.models import DocumentView
 
 MAX_EVIDENCE_CHARS = 1500  # what one source gives the answer model, as the knowledge executor's excerpts
-MAX_TABLE_ROWS_SHOWN = 50
+MAX_TABLE_ROWS_SHOWN = MAX_PUBLIC_TABLE_ROWS  # what the answer model reads is what the client is shown
 PLAN_MAX_TOKENS = 512  # a table plan: columns, filters, groupings
 PLAN_ATTEMPTS = 2  # one correction: the check's reason goes back to the model once
 
@@ -41,6 +43,7 @@ class EvidenceDocument:
     engine: Engine
     version: int | None = None
     kind: Literal["text", "table", "history"] = "text"  # history: the previous answer, reused
+    table: PublicTable | None = None  # a table's result as data: published beside the answer's text
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class TabularEngine:
         Each model call is checked against ``budget`` first (``BudgetExhausted`` ends the turn).
         """
         from flowledger import tabular  # DuckDB loads only when a table is read
+        from flowledger.tabular.order import in_answer_order
 
         try:
             family, version, parquet = self._documents.table(principal, source.document_id)
@@ -162,26 +166,40 @@ class TabularEngine:
                 break
             budget.tokens += reply.usage.total
             try:
-                plan = tabular.parse_plan(reply.data)
+                # Ordered by code, not by the model: a breakdown reads in key order unless the question ranks.
+                plan = in_answer_order(tabular.parse_plan(reply.data), query)
                 result = tabular.run_plan(parquet, plan, columns)
             except FlowledgerError as exc:  # an invalid or too expensive plan: its reason goes back once
                 messages = [*messages, Message("user", json.dumps({"plan_refused": str(exc)[:500]}))]
                 continue
-            return _table_evidence(family, version.version, plan, result)
+            return _table_evidence(family, version.version, plan, result, query)
         return Evidence([], [SourceRead(family, "tabular", "failed", 0.0)])
 
 
-def _table_evidence(family: DocumentView, version: int, plan: Any, result: Any) -> Evidence:
+def _table_evidence(family: DocumentView, version: int, plan: Any, result: Any, query: str) -> Evidence:
+    from flowledger.tabular.order import answer_size
+
     shown = result.rows[:MAX_TABLE_ROWS_SHOWN]
+    total = max(answer_size(plan, query, result.total_rows), len(shown))
     lines = [
         ", ".join(f"{name} {_cell(value)}" for name, value in zip(result.columns, row, strict=True)) + "."
         for row in shown
     ]
-    text = (" ".join(lines) or "No row matched.")[:MAX_EVIDENCE_CHARS]
-    more = result.more_rows or len(result.rows) > len(shown) or len(" ".join(lines)) > MAX_EVIDENCE_CHARS
-    # Coverage of a cut result is the share of rows shown of those known to exist: an upper bound, and
-    # strictly below 1, so a cut table is never claimed as fully covered.
-    coverage = 1.0 if not more else max(0.01, min(0.99, len(shown) / (len(result.rows) + 1)))
+    head = f"The result has {total} rows; the first {len(shown)} are listed. " if len(shown) < total else ""
+    text = (head + (" ".join(lines) or "No row matched."))[:MAX_EVIDENCE_CHARS]
+    # The client gets every shown row as data; the answer model's text may stop earlier, said in coverage.
+    more = len(shown) < total or len(head + " ".join(lines)) > MAX_EVIDENCE_CHARS
+    # Coverage of a cut result is the share of its rows shown: strictly below 1, so a cut table is
+    # never claimed as fully covered.
+    coverage = 1.0 if not more else max(0.01, min(0.99, len(shown) / max(total, len(shown) + 1)))
+    table = PublicTable(
+        document_id=family.document_id,
+        title=family.title or family.file_name,
+        columns=list(result.columns),
+        rows=[[public_cell(value) for value in row] for row in shown],
+        total_rows=total,
+        rows_shown=len(shown),
+    )
     read = SourceRead(
         family,
         "tabular",
@@ -192,7 +210,9 @@ def _table_evidence(family: DocumentView, version: int, plan: Any, result: Any) 
         rows_digest=result.rows_digest,
         rows=len(result.rows),
     )
-    document = EvidenceDocument(family.document_id, family.title or family.file_name, text, "tabular", version, "table")
+    document = EvidenceDocument(
+        family.document_id, family.title or family.file_name, text, "tabular", version, "table", table
+    )
     return Evidence([document], [read])
 
 

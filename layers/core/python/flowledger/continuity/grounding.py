@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flowledger.chat.executors import Budget, RunCancelled
-from flowledger.chat.models import PublicContent, SourceContext, SourceHow, SourceUse, StatusCode
+from flowledger.chat.models import PublicContent, PublicTable, SourceContext, SourceHow, SourceUse, StatusCode
 from flowledger.chat.runs import RunStore
 from flowledger.continuity.engines import (
     MAX_EVIDENCE_CHARS,
@@ -274,7 +274,11 @@ class ContinuityService:
             kept = [outcome for outcome in outcomes if outcome.document is not None]
             self._drop_unusable(turn, rerun_kinds=frozenset({"narrative", "tabular"}))
             turn.reasons.append(plan.reason.value)
-            yield from self._read(principal, query, fresh, how, plan.candidate_engines, budget, turn, cancelled, None)
+            # ``grounded``: a table still selected in a conversation is planned with its previous plan as
+            # context, as a follow-up answered from history is (else "now by region" forgets "by month").
+            yield from self._read(
+                principal, query, fresh, how, plan.candidate_engines, budget, turn, cancelled, grounded
+            )
             prior_docs = [outcome.document for outcome in kept if outcome.document is not None]
             yield from self._read(
                 principal, query, prior_docs, "history", plan.candidate_engines, budget, turn, cancelled, grounded
@@ -388,7 +392,7 @@ class ContinuityService:
             if cancelled():
                 raise RunCancelled("the run was cancelled")
             yield StatusCode.ANALYZING_TABLE
-            previous = prior_plans.get(table.document_id) if how == "history" else None
+            previous = prior_plans.get(table.document_id)
             evidence = self._tabular.read(principal, query, table, previous, budget, cancelled)
             turn.add(evidence, how, rerun=how == "history")
             turn.ran("tabular")
@@ -492,14 +496,22 @@ class ContinuityService:
             reference.model_copy(update={"version": versions.get(reference.document_id)})
             for reference in content.references
         ]
+        tables = [
+            document.table
+            for document in grounding.evidence
+            if document.table is not None and document.document_id not in {ref.document_id for ref in revoked}
+        ][:MAX_TABLES_PER_TURN]
         limitations = " ".join(
-            part for part in [content.limitations, *grounding.disclosures, *_coverage(grounding)] if part
+            part
+            for part in [content.limitations, *grounding.disclosures, *_coverage(grounding), *_cut_tables(tables)]
+            if part
         )
         return content.model_copy(
             update={
                 "references": references,
                 "limitations": limitations[:2000] or None,
                 "source_context": grounding.source_context,
+                "tables": tables,
             }
         )
 
@@ -537,6 +549,15 @@ def _coverage(grounding: Grounding) -> list[str]:
     if failed:
         sentences.append(f"These sources could not be read: {', '.join(failed[:10])}.")
     return sentences
+
+
+def _cut_tables(tables: list[PublicTable]) -> list[str]:
+    """One sentence per table answer whose rows were cut: how many of how many are shown."""
+    return [
+        f"{table.title}: the table shows {table.rows_shown} of {table.total_rows} rows."
+        for table in tables
+        if table.rows_shown < table.total_rows
+    ]
 
 
 class _Turn:

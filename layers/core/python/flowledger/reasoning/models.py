@@ -35,6 +35,7 @@ Ref = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=256
 Summary = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_SUMMARY_CHARS)]
 OpaqueId = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 StepId = Annotated[str, StringConstraints(strict=True, pattern=r"^st_[0-9A-Z]{26}$")]
+FlowId = Annotated[str, StringConstraints(strict=True, pattern=r"^fl_[0-9A-Z]{26}$")]
 Confidence = Annotated[StrictFloat, Field(ge=0, le=1), AfterValidator(require_storable)]
 MAX_STEPS_PER_FLOW = 500
 MAX_STEP_PAYLOAD_BYTES = 64 * 1024
@@ -59,6 +60,9 @@ StepFields = Annotated[dict[str, Any], AfterValidator(require_storable), AfterVa
 
 class FlowStart(_Strict):
     trigger_type: Name
+    flow_id: FlowId | None = Field(
+        None, description="client-chosen id (fl_ + ULID), so a caller can name the flow before it is written"
+    )
     trigger_ref: Ref
     trigger_summary: Summary
     trace_id: OpaqueId | None = None

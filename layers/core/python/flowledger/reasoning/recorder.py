@@ -19,6 +19,11 @@ client *inside* the block (the chat stream): nothing is sent until the block exi
 sends start, steps and close itself, after the answer. What is lost if the process dies inside the
 block is the flow, never the answer.
 
+The flow's id is chosen here, when the block is made (``fl_`` + ULID, sent as ``FlowStart.flow_id``),
+so ``flow.flow_id`` names the flow from the first line, deferred or not: a caller can hand it to its
+client before anything is written. It turns None once recording is known to have failed before the
+flow was opened, and is None throughout when capture is off: never an id that will not exist.
+
 Fail-soft: a transport error is logged once per recorder and turns the rest of that flow into
 no-ops (later ``step`` calls return None; steps queued but unsent are dropped, and the flow is not
 closed, so the decay job aborts it); the agent's own exceptions still propagate, and close the flow
@@ -193,6 +198,13 @@ class _Sender:
         finally:
             self.started.set()
 
+    @property
+    def planned_flow_id(self) -> str | None:
+        """The id the flow is opened with; None once the open failed."""
+        if self.started.is_set():
+            return self.flow_id
+        return None if self._soft.broken else str(self._start["flow_id"])
+
     def _run(self) -> None:
         opened, flow_id = self._call("start", self._transport.start, self._start)
         self.flow_id = flow_id if opened else None
@@ -248,9 +260,12 @@ class FlowHandle:
 
     @property
     def flow_id(self) -> str | None:
-        """The flow's id once it is opened (waits for the open inside the block); None when not recorded."""
-        if self._sender is None or (self._deferred and not self._sender.started.is_set()):
+        """The flow's id: chosen up front, so a deferred flow names it before it is sent (a threaded one
+        waits for its open inside the block); None when capture is off or the flow could not be opened."""
+        if self._sender is None:
             return None
+        if self._deferred:
+            return self._sender.planned_flow_id
         self._sender.started.wait(self._close_timeout)
         return self._sender.flow_id
 
@@ -312,6 +327,7 @@ def _start_body(
     trigger_type: str, trigger_ref: str, trigger_summary: str, trace_id: str | None, patient_id: str | None
 ) -> dict[str, Any]:
     return {
+        "flow_id": new_id("fl_"),
         "trigger_type": trigger_type,
         "trigger_ref": trigger_ref,
         "trigger_summary": trigger_summary,
@@ -363,10 +379,9 @@ class AsyncFlowHandle:
 
     @property
     def flow_id(self) -> str | None:
-        """The flow's id once the block has exited (or once opened); None when not recorded."""
-        if self._sender is None or not self._sender.started.is_set():
-            return None  # never block the event loop waiting for the open
-        return self._sender.flow_id
+        """The flow's id, chosen up front (never blocks the event loop); None when capture is off or the
+        flow could not be opened."""
+        return None if self._sender is None else self._sender.planned_flow_id
 
     async def __aenter__(self) -> AsyncFlowHandle:
         if self._sender is not None:

@@ -102,27 +102,38 @@ class FlowService:
     def start_flow(self, principal: Principal, body: FlowStart) -> FlowView:
         """Open a flow (``reasoning.flow.started``)."""
         now = timestamp(self._s.clock())
-        flow_id = new_id("fl_")
+        flow_id = body.flow_id or new_id("fl_")
         flow = FlowView(
             flow_id=flow_id,
             flow_state="active",
             created_by=principal.id,
             created_at=now,
             step_count=0,
-            **body.model_dump(),
+            **body.model_dump(exclude={"flow_id"}),
         )
         item = items.to_item({**flow.model_dump(), "active_shard": _active_shard(flow_id)})
         refs = {k: v for k, v in (("trace_id", body.trace_id), ("patient_id", body.patient_id)) if v}
-        self._s.ledger.append(
-            AuditEntry(
-                action="reasoning.flow.started",
-                actor=principal.actor,
-                subject=f"flow:{flow_id}",
-                refs=refs,
-                payload={"trigger_type": body.trigger_type},
-            ),
-            [{"Put": {"TableName": self._flows, "Item": item, "ConditionExpression": "attribute_not_exists(flow_id)"}}],
-        )
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="reasoning.flow.started",
+                    actor=principal.actor,
+                    subject=f"flow:{flow_id}",
+                    refs=refs,
+                    payload={"trigger_type": body.trigger_type},
+                ),
+                [
+                    {
+                        "Put": {
+                            "TableName": self._flows,
+                            "Item": item,
+                            "ConditionExpression": "attribute_not_exists(flow_id)",
+                        }
+                    }
+                ],
+            )
+        except ConditionFailed:  # only a client-chosen id can already exist
+            raise Conflict(f"flow {flow_id} already exists") from None
         self._s.metrics.emit("reasoning.flow.started", 1, "Count", {"trigger_type": body.trigger_type})
         return flow
 

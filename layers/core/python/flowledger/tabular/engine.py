@@ -43,6 +43,7 @@ class TabularResult(BaseModel):
     types: list[str]
     rows: list[list[Cell]]
     more_rows: bool  # the plan matched more rows than are returned (its limit, or the byte budget)
+    total_rows: int  # the rows (groups) the plan's filters and grouping give, before its limit
     truncated_cells: int  # text cells cut to the cell limit
     plan_fingerprint: str
     rows_digest: str  # SHA-256 of the canonical columns and rows: a replay must reproduce it
@@ -84,17 +85,27 @@ def _run(path: Path, checked: CheckedPlan, limits: TabularLimits) -> TabularResu
         try:
             raw = relation.fetchall()
             names, types = relation.columns, [str(column_type) for column_type in relation.types]
+            # Counted only when the limit cut: one more aggregate over the same filters and groups.
+            total = _counted(compile_plan(table, checked, limited=False)) if len(raw) > checked.plan.limit else None
         except (duckdb.InterruptException, duckdb.OutOfMemoryException):
             raise
         except duckdb.Error as exc:
             # A checked plan should always bind; what DuckDB still refuses is said in its first line, no SQL.
             raise InvalidPlan(f"the table cannot answer this plan: {str(exc).splitlines()[0][:300]}", "") from exc
-    return _bounded(checked.plan, names, types, raw, limits)
+    return _bounded(checked.plan, names, types, raw, limits, total)
 
 
-def compile_plan(table: duckdb.DuckDBPyRelation, checked: CheckedPlan) -> duckdb.DuckDBPyRelation:
+def _counted(relation: duckdb.DuckDBPyRelation) -> int:
+    found = relation.aggregate([FunctionExpression("count")]).fetchone()
+    return int(found[0]) if found else 0
+
+
+def compile_plan(
+    table: duckdb.DuckDBPyRelation, checked: CheckedPlan, *, limited: bool = True
+) -> duckdb.DuckDBPyRelation:
     """The relation that answers the plan: the table renamed by position (``positions.py``), filters, the
-    aggregate, the order, the limit, and the real column names back on the answer as aliases."""
+    aggregate, the order, the limit (left off when not ``limited``: to count what the plan matched), and
+    the real column names back on the answer as aliases."""
     plan = checked.plan
     names = [column.name for column in checked.columns]
     at = {name: _position(index) for index, name in enumerate(names)}
@@ -116,10 +127,10 @@ def compile_plan(table: duckdb.DuckDBPyRelation, checked: CheckedPlan) -> duckdb
     # Ties are broken by the group columns (by every column when listing rows), so a replay is identical.
     tie_breakers = plan.group_by if checked.aggregated else names
     keys += [_ordered(column(name), "asc") for name in tie_breakers if name not in ordered]
-    if keys:
+    if keys and limited:
         relation = relation.sort(*keys)
-    # One row past the limit says whether there were more.
-    relation = relation.limit(plan.limit + 1)
+    if limited:  # one row past the limit says whether there were more
+        relation = relation.limit(plan.limit + 1)
     shown = [*plan.group_by, *(a.alias for a in plan.aggregates)] if checked.aggregated else names
     return relation.project(*(column(name).alias(name) for name in shown))
 
@@ -170,7 +181,12 @@ def _ordered(expression: Expression, direction: str) -> Expression:
 
 
 def _bounded(
-    plan: TabularPlan, names: list[str], types: list[str], raw: list[tuple[Any, ...]], limits: TabularLimits
+    plan: TabularPlan,
+    names: list[str],
+    types: list[str],
+    raw: list[tuple[Any, ...]],
+    limits: TabularLimits,
+    total: int | None,
 ) -> TabularResult:
     more_rows = len(raw) > plan.limit
     rows: list[list[Cell]] = []
@@ -197,6 +213,7 @@ def _bounded(
         types=types,
         rows=rows,
         more_rows=more_rows,
+        total_rows=len(raw) if total is None else total,
         truncated_cells=truncated,
         plan_fingerprint=plan_fingerprint(plan),
         rows_digest=digest,
