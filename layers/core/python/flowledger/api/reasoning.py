@@ -6,11 +6,12 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.event_handler.api_gateway import Response, Router
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from flowledger.api.access import needs_scope
 from flowledger.api.app import services_of
 from flowledger.api.principals import require_scope
+from flowledger.reasoning.listing import FlowListing, PatientFlowPage
 from flowledger.reasoning.models import (
     Consent,
     ConsentChange,
@@ -97,6 +98,25 @@ def add_steps(flow_id: FlowId, body: StepBatch) -> Response[str]:
 def close_flow(flow_id: FlowId, body: FlowClose) -> FlowView:
     principal = require_scope(router.current_event.raw_event, "reasoning.write")
     return _service().close_flow(principal, flow_id, body)
+
+
+@router.get(
+    "/api/reasoning/flows",
+    summary="Your own flows, newest first",
+    description=(
+        "A patient's token only, once opted in (else 403 `consent_required`), at the narrative's rate. Each "
+        "flow says what it was about only when its explanation can be read (closed, and its summaries passed "
+        "the guard). Pass `next_cursor` back as `cursor` for older ones."
+    ),
+    tags=["reasoning"],
+    security=needs_scope("reasoning.read"),
+)
+def my_flows(
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+    cursor: Annotated[str | None, Query(max_length=600)] = None,
+) -> PatientFlowPage:
+    principal = require_scope(router.current_event.raw_event, "reasoning.read")
+    return FlowListing(services_of(router)).patient_flows(principal, limit, cursor)
 
 
 @router.get(

@@ -111,7 +111,8 @@ class FlowService:
             step_count=0,
             **body.model_dump(exclude={"flow_id"}),
         )
-        item = items.to_item({**flow.model_dump(), "active_shard": _active_shard(flow_id)})
+        # listing_year: the flows list's partition (by_listing, reasoning/listing.py).
+        item = items.to_item({**flow.model_dump(), "active_shard": _active_shard(flow_id), "listing_year": now[:4]})
         refs = {k: v for k, v in (("trace_id", body.trace_id), ("patient_id", body.patient_id)) if v}
         try:
             self._s.ledger.append(
@@ -150,7 +151,8 @@ class FlowService:
         step, record = self._step_item(principal, flow_id, step_id, body, now)
         try:
             self._s.ledger.append(
-                self._step_entry(principal, flow_id, step_id, body), [self._guard(principal, flow_id, 1, now), record]
+                self._step_entry(principal, flow_id, step_id, body),
+                [self._guard(principal, flow_id, 1, now, {body.agent}), record],
             )
         except ConditionFailed as exc:
             if exc.index == 1:
@@ -213,7 +215,7 @@ class FlowService:
         puts = [self._step_item(principal, flow_id, s, b, at)[1] for (s, b), at in zip(steps, moments, strict=True)]
         self._s.ledger.append_all(
             [self._step_entry(principal, flow_id, step_id, body) for step_id, body in steps],
-            [self._guard(principal, flow_id, len(steps), moments[-1]), *puts],
+            [self._guard(principal, flow_id, len(steps), moments[-1], {body.agent for _, body in steps}), *puts],
         )
 
     def _step_item(
@@ -247,17 +249,21 @@ class FlowService:
         }
         return step, put
 
-    def _guard(self, principal: Principal, flow_id: str, count: int, now: str) -> dict[str, Any]:
-        """The flow's Update: active, this writer's, and room for ``count`` more steps."""
+    def _guard(self, principal: Principal, flow_id: str, count: int, now: str, agents: set[str]) -> dict[str, Any]:
+        """The flow's Update: active, this writer's, and room for ``count`` more steps.
+
+        It adds the steps' ``agents`` to the flow's set, which the flows list filters by agent on.
+        """
         return {
             "Update": {
                 "TableName": self._flows,
                 "Key": {"flow_id": {"S": flow_id}},
-                "UpdateExpression": "SET step_count = step_count + :n, last_step_at = :now",
+                "UpdateExpression": "SET step_count = step_count + :n, last_step_at = :now ADD agents :agents",
                 "ConditionExpression": "flow_state = :active AND step_count <= :room AND created_by = :sub",
                 "ExpressionAttributeValues": {
                     ":n": {"N": str(count)},
                     ":now": {"S": now},
+                    ":agents": {"SS": sorted(agents)},
                     ":active": {"S": "active"},
                     ":room": {"N": str(MAX_STEPS_PER_FLOW - count)},
                     ":sub": {"S": principal.id},

@@ -61,6 +61,8 @@ def from_attr(attribute: Mapping[str, Any]) -> Any:
         return {k: from_attr(v) for k, v in inner.items()}
     if kind == "L":
         return [from_attr(v) for v in inner]
+    if kind == "SS":  # a string set (a flow's agents): sorted, so it reads the same every time
+        return sorted(inner)
     raise ValueError(f"unsupported attribute type {kind}")
 
 

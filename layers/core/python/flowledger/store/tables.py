@@ -65,6 +65,9 @@ _FAMILY_AGGREGATE = (
     "step_count",
     "outcome",
 )
+# What the flows list filters on (reasoning/listing.py): none of it changes per step but agents, and that
+# only when an agent records its first step in the flow. step_count stays out, so a step does not rewrite it.
+_FLOW_LISTING = ("trigger_type", "flow_state", "outcome", "agents", "patient_id")
 # What an exported flow record needs of the flow (reasoning/export.py): never trigger_summary or patient_id.
 _EXPORT_RECORD = (
     "trigger_type",
@@ -106,9 +109,19 @@ TABLES: tuple[TableSpec, ...] = (
             # Sparse and sharded: only flows closed since closed_shard ("0".."15") existed carry it. The
             # export reads a closed_at window shard by shard and merges; nothing here changes after the close.
             Index("by_closed", Key("closed_shard"), Key("closed_at"), include=_EXPORT_RECORD),
+            # The flows list, newest first: every flow carries listing_year (its created_at's year), so a
+            # listing walks one partition per year, newest first, and filters with a FilterExpression.
+            # Added alone: a deployed table gains one GSI per CloudFormation update. Years, not shards:
+            # every write lands in the current bucket whatever its width, so narrower buckets would only
+            # add empty partitions to walk; one partition key takes about 1,000 index writes a second
+            # (some 250 flows a second at about four index writes each); past that, shard it
+            # ("2026#0".."2026#n") and merge the shards' pages as the export does.
+            Index("by_listing", Key("listing_year"), _CREATED, include=_FLOW_LISTING),
         ),
     ),
-    TableSpec("steps", Key("flow_id"), Key("step_id")),
+    # A flow's steps in creation order (ULIDs made in the same millisecond do not sort by time): the
+    # admin flow page reads them a page at a time (reasoning/steps_page.py).
+    TableSpec("steps", Key("flow_id"), Key("step_id"), indexes=(Index("by_created", Key("flow_id"), _CREATED),)),
     TableSpec("consents", Key("patient_id")),
     TableSpec(
         "ledger",
