@@ -822,3 +822,75 @@ async def test_a_run_the_cancel_route_ended_streams_cancelled_whatever_failed_af
     assert outcome["error"]["code"] == "CANCELLED" and outcome.get("content") is None
     run = harness.run(outcome)
     assert (run.status, run.release_outcome) == ("CANCELLED", "CANCELLED")
+
+
+# ---- the flow a turn names ----------------------------------------------------------------------
+
+
+async def stream_events(harness: Harness, query: str) -> list[ChatEvent]:
+    async with harness.client() as client:
+        response = await client.post("/api/chat", json={"query": query})
+    return parse_sse(response.text)
+
+
+def recording(harness: Harness, transport: Any = None) -> None:
+    from flowledger.identity import Principal
+    from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecorder
+    from flowledger.reasoning.service import FlowService
+
+    writer = Principal(kind="user", id="service:chat", scopes=frozenset({"reasoning.write"}))
+    harness.use_case.recorder = ReasoningFlowRecorder(
+        transport or InProcessTransport(FlowService(harness.services), writer)
+    )
+
+
+async def test_the_flow_named_at_the_start_is_the_flow_written_and_the_run_keeps_it(
+    services: Services, scripted_openai: Any
+) -> None:
+    from flowledger.identity import Principal
+    from flowledger.reasoning.service import FlowService
+
+    harness = Harness(services, scripted_openai)
+    recording(harness)
+    harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
+    events = await stream_events(harness, "hello")
+    start, done = events[0], events[-1]
+    assert start.type == "start" and done.type == "done"
+    assert start.flow_id is not None and done.flow_id == start.flow_id
+    stored = FlowService(services).admin_flow(Principal(kind="iam", id="arn:aws:iam::1:user/a"), start.flow_id)
+    assert stored.flow.trace_id == start.session_id and stored.flow.flow_state == "completed"
+    assert harness.run({"session_id": start.session_id, "run_id": start.run_id}).flow_id == start.flow_id
+    harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
+    answer = await harness.ask("json", "hello again", start.session_id)
+    assert answer["flow_id"] is not None and answer["flow_id"] != start.flow_id
+    assert harness.run(answer).flow_id == answer["flow_id"]
+
+
+async def test_with_capture_off_every_place_says_no_flow(harness: Harness, via: str) -> None:
+    harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
+    answer = await harness.ask(via, "hello")
+    assert "flow_id" in answer and answer["flow_id"] is None  # said, not left out
+    assert harness.run(answer).flow_id is None
+
+
+async def test_a_flow_that_could_not_be_written_is_named_nowhere_once_the_turn_ends(
+    services: Services, scripted_openai: Any
+) -> None:
+    class Down:
+        def start(self, body: Any) -> str:
+            raise ConnectionError("store down")
+
+        def steps(self, flow_id: str, bodies: Any) -> None:
+            raise ConnectionError("store down")
+
+        def close(self, flow_id: str, body: Any) -> None:
+            raise ConnectionError("store down")
+
+    harness = Harness(services, scripted_openai)
+    recording(harness, Down())
+    harness.scripted.script = [route("SYSTEM_CHAT"), {"text": "Hi"}]
+    events = await stream_events(harness, "hello")
+    start, done = events[0], events[-1]
+    assert start.type == "start" and start.flow_id is not None  # the id it was going to have
+    assert done.type == "done" and done.status == "SUCCESS" and done.flow_id is None
+    assert harness.run({"session_id": start.session_id, "run_id": start.run_id}).flow_id is None

@@ -302,7 +302,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if response.status_code != 200:
                 message = _server_message(response.read(), response.reason_phrase)
                 raise CommandFailed(f"the server answered {response.status_code}: {message}")
-            return _print_chat_stream(response.iter_lines())
+            return _print_chat_stream(response.iter_lines(), base_url)
     except httpx.ConnectError:
         raise CommandFailed(f"cannot reach {base_url}: is `flowledger serve` running?") from None
     except httpx.TimeoutException:
@@ -390,6 +390,40 @@ def sources_line(context: dict[str, Any]) -> str:
     return f"  sources: {', '.join(shown) or 'none'} · decision {context.get('decision')}"
 
 
+def flow_line(flow_id: object, base_url: str | None) -> str:
+    """The turn's flow and where the console shows it; says so when the turn was not recorded."""
+    if not isinstance(flow_id, str):
+        return "  flow: not recorded (flow capture is off here, or recording failed)"
+    link = f"  {base_url.rstrip('/')}/console/flows/{flow_id}" if base_url else ""
+    return f"  flow: {flow_id}{link}"
+
+
+MAX_CLI_CELL_CHARS = 40
+
+
+def table_lines(table: dict[str, Any]) -> list[str]:
+    """A table answer as aligned text: a header, a rule, its rows (numbers right-aligned), and how many
+    of how many rows when they were cut."""
+    columns = [str(name) for name in table.get("columns") or []]
+    rows = [["" if cell is None else _shorten(str(cell), MAX_CLI_CELL_CHARS) for cell in row] for row in table["rows"]]
+    numeric = [all(_is_number(row[i]) for row in table["rows"] if row[i] is not None) for i in range(len(columns))]
+    widths = [max([len(name), *(len(row[i]) for row in rows)]) for i, name in enumerate(columns)]
+
+    def line(cells: list[str]) -> str:
+        padded = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  " + "  ".join(padded).rstrip()
+
+    lines = [line(columns), "  " + "  ".join("-" * w for w in widths), *(line(row) for row in rows)]
+    shown, total = table.get("rows_shown", len(rows)), table.get("total_rows", len(rows))
+    if shown < total:
+        lines.append(f"  ({shown} of {total} rows shown)")
+    return lines
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _server_message(raw: bytes, reason: str) -> str:
     """The ``message`` of an error body, else its text, else the status's reason phrase."""
     try:
@@ -401,8 +435,11 @@ def _server_message(raw: bytes, reason: str) -> str:
     return _shorten(raw.decode(errors="replace").strip(), 200) or reason
 
 
-def _print_chat_stream(lines: Iterable[str]) -> int:
-    """Print a turn's events as they arrive; 1 unless the stream ends with ``done``."""
+def _print_chat_stream(lines: Iterable[str], base_url: str | None = None) -> int:
+    """Print a turn's events as they arrive; 1 unless the stream ends with ``done``.
+
+    ``base_url``: the server's, for the console link of the turn's flow (``<base>/console/flows/<id>``).
+    """
     kind, outcome = "", None
     for line in lines:
         if line.startswith("event: "):
@@ -416,6 +453,8 @@ def _print_chat_stream(lines: Iterable[str]) -> int:
                 print(f"flowledger: error: {data.get('code')}: {data.get('message')}", file=sys.stderr)
             else:
                 _print_chat_event(kind, data)
+            if kind in ("done", "error") and "flow_id" in data:
+                print(flow_line(data.get("flow_id"), base_url), file=sys.stderr)
             outcome = kind if kind in ("done", "error") else outcome
     if outcome is None:
         print("flowledger: error: the stream ended before the answer was done", file=sys.stderr)
@@ -431,6 +470,8 @@ def _print_chat_event(kind: str, data: dict[str, object]) -> None:
         content = data["content"]
         assert isinstance(content, dict)
         print(content["text"])
+        for table in content.get("tables") or []:
+            print("\n".join(table_lines(table)))
         for reference in content.get("references") or []:
             version = f" v{reference['version']}" if reference.get("version") is not None else ""
             print(f"  [{reference['document_id']}{version}] {reference['title']}")
