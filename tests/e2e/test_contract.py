@@ -386,11 +386,14 @@ def test_every_operation_on_real_resources_answers_as_documented(server: Any, ga
     assert conform("PATCH", flow, 409, path_parameters=flow_id, body=close)["error"] == "conflict"
     assert conform("POST", f"{flow}/steps", 409, path_parameters=flow_id, body=step)["error"] == "conflict"
     assert len(conform("GET", flow, 200, path_parameters=flow_id)["steps"]) == 2
+    assert conform("GET", flows, 200, query={"limit": 1})["flows"][0]["flow_id"] == started["flow_id"]
 
     admin_flows = "/admin/v1/reasoning/flows"
     assert len(conform("GET", f"{admin_flows}/{{flow_id}}", 200, path_parameters=flow_id)["steps"]) == 2
     by_trace = conform("GET", admin_flows, 200, query={"trace_id": "trace-walk-1"})
     assert [f["flow_id"] for f in by_trace["flows"]] == [started["flow_id"]]
+    listed = conform("GET", admin_flows, 200, query={"trigger_type": "contract.walk", "state": "completed"})
+    assert started["flow_id"] in [f["flow_id"] for f in listed["flows"]]
 
     pathways = "/admin/v1/reasoning/pathways"
     extraction = conform("POST", f"{pathways}/extract", 200, body=flow_id)

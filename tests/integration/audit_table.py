@@ -453,6 +453,14 @@ def closed_flow(env: Env) -> Values:
     return {**values, "trigger_type": FLOW_START["trigger_type"], "trigger_ref": FLOW_START["trigger_ref"]}
 
 
+def sealed_step(env: Env) -> Values:
+    """A closed flow and its first step, whose input ``query`` is sealed."""
+    values = closed_flow(env)
+    status, page = env.call("GET", f"/admin/v1/reasoning/flows/{values['flow_id']}/steps", ADMIN, query={"limit": "1"})
+    assert status == 200, page
+    return {**values, "step_id": page["steps"][0]["step_id"]}
+
+
 def readable_flow(env: Env) -> Values:
     """A closed flow about p-ann, who opted in (and so did p-bob, so only ownership can refuse him)."""
     values = closed_flow(env)
@@ -720,10 +728,20 @@ STEP_BATCH = Route(
 CLOSE = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, COMPLETED, note="qualifies", other=403)
 ABORT = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, ABORTED, note="aborted")
 NARRATIVE = Route("GET", "/api/reasoning/flows/{flow_id}", PATIENT, readable_flow, other=403)
+MY_FLOWS = Route("GET", "/api/reasoning/flows", PATIENT, readable_flow, note="the patient's own list")
 CONSENT = Route("PUT", "/api/reasoning/consent", PATIENT, body={"reasoning_read": True})
 CONSENT_READ = Route("GET", "/api/reasoning/consent", PATIENT, note="the patient's own choice")
 ADMIN_FLOW = Route("GET", "/admin/v1/reasoning/flows/{flow_id}", ADMIN, closed_flow)
+STEPS_PAGE = Route("GET", "/admin/v1/reasoning/flows/{flow_id}/steps", ADMIN, closed_flow, query={"limit": "2"})
+SEALED_FIELD = Route(
+    "GET",
+    "/admin/v1/reasoning/flows/{flow_id}/steps/{step_id}/sealed",
+    ADMIN,
+    sealed_step,
+    query={"side": "inputs", "field": "query"},
+)
 TRACE = Route("GET", "/admin/v1/reasoning/flows", ADMIN, traced_flow, query={"trace_id": "{trace_id}"})
+FLOWS_LIST = Route("GET", "/admin/v1/reasoning/flows", ADMIN, closed_flow, query={"state": "completed"}, note="list")
 ENQUEUE = Route(
     "POST", "/admin/v1/reasoning/research/deeper-request", ADMIN, body=fill(DEEPER, {"key": "new-0001"}), status=201
 )
@@ -869,6 +887,7 @@ ROWS: list[Row] = [
     Row(ABORT, "reasoning.flow.aborted", FLOW, W),
     Row(ABORT, "reasoning.pathway.skipped", FLOW, W),
     Row(NARRATIVE, "patient.reasoning.flow.read", FLOW, P),
+    Row(MY_FLOWS, "patient.reasoning.flows.listed", "patient:p-ann", P),
     Row(CONSENT, "reasoning.read_consent.changed", "patient:p-ann", P),
     Row(CONSENT_READ, None),
     Row(ME, None),
@@ -899,7 +918,10 @@ ROWS: list[Row] = [
     # admin routes (actor = the IAM principal's ARN)
     Row(ADMIN_ME, None),
     Row(ADMIN_FLOW, "admin.reasoning.flow.read", FLOW, A),
+    Row(STEPS_PAGE, "admin.reasoning.flow.steps_read", FLOW, A),
+    Row(SEALED_FIELD, "admin.reasoning.step.sealed_field_opened", FLOW, A),
     Row(TRACE, None),
+    Row(FLOWS_LIST, None),
     Row(ENQUEUE, "reasoning.research.deeper_request_created", BACKLOG_ROW, A),
     Row(ENQUEUE, "admin.reasoning.research.deeper_requested", BACKLOG_ROW, A),
     Row(ENQUEUE_AGAIN, "reasoning.research.deeper_request_created", BACKLOG_ROW, A, count=0),

@@ -117,9 +117,10 @@ def test_every_flow_newest_first_across_years_page_by_page(call: Call, seeded: d
     assert every_page(call)[0] == newest_first
     ids, sizes = every_page(call, limit="2")
     assert ids == newest_first and max(sizes) <= 2
-    status, page = listing(call)
+    page = listing(call)[1]
     row = next(f for f in page["flows"] if f["flow_id"] == seeded["jan"])
-    assert (row["step_count"], row["flow_state"], row["outcome"]["type"]) == (2, "completed", "recommendation_delivered")
+    assert (row["step_count"], row["flow_state"]) == (2, "completed")
+    assert row["outcome"]["type"] == "recommendation_delivered"
 
 
 @pytest.mark.parametrize(
@@ -137,7 +138,10 @@ def test_every_flow_newest_first_across_years_page_by_page(call: Call, seeded: d
         ({"from": "2026-06-01", "to": "2026-11-01"}, ["nov", "june"]),
         ({"to": "2026-06-01"}, ["june", "old"]),  # a date takes in its whole day
         ({"from": "2027-01-15T00:00:00Z"}, ["active", "jan2"]),
-        ({"from": "2026-01-01", "to": "2027-01-31", "state": "completed", "patient_id": "p-ann"}, ["jan2", "jan", "june"]),
+        (
+            {"from": "2026-01-01", "to": "2027-01-31", "state": "completed", "patient_id": "p-ann"},
+            ["jan2", "jan", "june"],
+        ),
     ],
 )
 def test_filters_narrow_the_list(call: Call, seeded: dict[str, str], query: dict[str, str], names: list[str]) -> None:
@@ -218,7 +222,7 @@ def test_a_bad_filter_is_a_422(call: Call, seeded: dict[str, str], query: dict[s
 
 
 def test_the_trace_search_stays(call: Call, clock: Clock) -> None:
-    status, body, _ = call(
+    _, body, _ = call(
         "POST",
         "/api/reasoning/flows",
         {"trigger_type": "t", "trigger_ref": "r", "trigger_summary": "s", "trace_id": "trace-kept"},
