@@ -38,6 +38,7 @@ from flowledger.llm.openai_adapter import OpenAIChatModel
 from flowledger.reasoning.recorder import InProcessTransport, ReasoningFlowRecorder
 from flowledger.reasoning.service import FlowService
 from flowledger.services import Services
+from flowledger.store.envelope import is_sealed
 from tests.integration.test_chat_use_case import parse_sse
 
 pytestmark = pytest.mark.anyio
@@ -269,8 +270,47 @@ async def test_every_diagnosis_records_its_steps_in_a_flow(services: Services, s
     assert refs == [f"{outcome['run_id']}/model-1", f"{outcome['run_id']}/model-2"]
     for parent, child in itertools.pairwise(steps):
         assert child.parent_step_ids == [parent.step_id]  # one chain, routing first
-    dumped = json.dumps([s.model_dump() for s in steps])
-    assert "checkout" not in dumped.lower() and "DB_POOL" not in dumped  # no query or evidence text
+    summaries = json.dumps([s.summary_text for s in steps])
+    assert "checkout" not in summaries.lower() and "DB_POOL" not in summaries  # no query or evidence text
+
+
+async def test_a_log_step_carries_its_query_window_and_matched_lines_sealed(
+    services: Services, scripted_openai: Any
+) -> None:
+    harness = Diagnosis(services, scripted_openai)
+    asked = window()
+    scripted_openai.script = [route(), calls(("query_logs", asked)), LOGS_CLAIM, verdict(True)]
+    outcome = await harness.ask("json", "Why did checkout fail last night?")
+    steps = harness.flow_steps(outcome)
+    routing, first_model, tool = steps[0], steps[1], steps[2]
+    assert routing.outputs == {"intent": "DIAGNOSIS", "attempts": 1, "total_tokens": 18}
+    assert first_model.outputs == {
+        "prompt_tokens": 11,
+        "completion_tokens": 7,
+        "total_tokens": 18,
+        "usage_source": "server",
+        "finish_reason": "stop",  # the scripted server says stop, even for tool calls
+        "model": "scripted",
+        "tool_calls": ["query_logs"],
+    }
+    assert first_model.inputs == {"max_tokens": 1024}
+    assert (tool.inputs["log_group"], tool.inputs["terms"], tool.inputs["limit"]) == (
+        PAYMENTS_LOG_GROUP,
+        [ERROR_CODE],
+        20,
+    )
+    assert tool.inputs["start"] == asked["start"] and tool.inputs["end"] == asked["end"]
+    lines = tool.outputs["matched_lines"]
+    assert lines and all(ERROR_CODE in line["message"] for line in lines)
+    assert tool.outputs["total_lines"] == len(lines) == tool.outputs["rows"]
+    assert tool.outputs["lines_truncated"] is False
+    assert (tool.pii_fields.inputs, tool.pii_fields.outputs) == (["terms"], ["matched_lines"])
+    # What is stored holds the sealed envelopes, never the terms or the lines themselves.
+    _, records = FlowService(services).flow_with_steps(steps[0].flow_id)
+    stored = next(r for r in records if r["step_id"] == tool.step_id)
+    assert is_sealed(stored["inputs"]["terms"]) and is_sealed(stored["outputs"]["matched_lines"])
+    assert ERROR_CODE not in json.dumps(stored, default=str)
+    assert stored["inputs"]["log_group"] == PAYMENTS_LOG_GROUP  # open: what was searched, not what was found
 
 
 async def test_the_semantic_guards_reasons_never_leave_the_server(

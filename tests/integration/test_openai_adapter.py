@@ -10,6 +10,7 @@ import pytest
 
 from flowledger.chat.models import Intent
 from flowledger.chat.router import SCHEMA, IntentRouter, RoutingUnavailable
+from flowledger.llm.offline import OfflineChatModel
 from flowledger.llm.openai_adapter import OpenAIChatModel
 from flowledger.llm.ports import (
     Message,
@@ -21,6 +22,7 @@ from flowledger.llm.ports import (
     ToolSpec,
 )
 from flowledger.llm.retry import HarnessRetryPolicies
+from flowledger.reasoning.step_evidence import model_call_outputs
 
 TOOL = ToolSpec(
     "query_logs",
@@ -163,6 +165,40 @@ def test_usage_is_estimated_when_the_server_sends_none(model: OpenAIChatModel, s
     scripted_openai.script = [{"text": "a" * 400, "no_usage": True}]
     reply = model.complete([Message("user", "b" * 800)], timeout_seconds=5)
     assert reply.usage.prompt_tokens >= 200 and reply.usage.completion_tokens >= 100
+    # A flow's model step says the counts are estimated, and what the server said of how it finished.
+    recorded = model_call_outputs(reply)
+    assert (recorded["usage_source"], recorded["finish_reason"], recorded["model"]) == ("estimated", "stop", "scripted")
+
+
+def test_a_model_step_records_the_usage_and_finish_reason_the_server_reported(
+    model: OpenAIChatModel, scripted_openai: Any
+) -> None:
+    scripted_openai.script = [{"text": "hello"}]
+    reply = model.complete([Message("user", "hi")], timeout_seconds=5)
+    assert model_call_outputs(reply) == {
+        "prompt_tokens": 11,
+        "completion_tokens": 7,
+        "total_tokens": 18,
+        "usage_source": "server",
+        "finish_reason": "stop",
+        "model": "scripted",
+    }
+
+
+@pytest.mark.parametrize(
+    ("schema", "tools", "finish_reason"),
+    [(None, None, "stop"), (SCHEMA, None, "stop"), (None, "tools", "tool_calls")],
+)
+def test_the_offline_model_says_how_it_finished_and_counts_no_tokens(
+    schema: Any, tools: Any, finish_reason: str
+) -> None:
+    from flowledger.diagnosis.tool_knowledge import LookupKnowledgeTool
+
+    offered = [LookupKnowledgeTool(None).spec] if tools else None  # type: ignore[arg-type]
+    content = json.dumps({"query": "Why did checkout fail?"}) if schema or tools else "hello"
+    reply = OfflineChatModel().complete([Message("user", content)], schema=schema, tools=offered, timeout_seconds=5)
+    recorded = model_call_outputs(reply)
+    assert (recorded["finish_reason"], recorded["usage_source"], recorded["total_tokens"]) == (finish_reason, "none", 0)
 
 
 @pytest.mark.parametrize(

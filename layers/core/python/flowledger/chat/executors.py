@@ -20,6 +20,7 @@ from flowledger.ids import new_id
 from flowledger.knowledge.index import LookupResult
 from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError, reason_code
 from flowledger.llm.retry import RetryPolicy
+from flowledger.reasoning.step_evidence import model_call_outputs
 
 NO_EVIDENCE_ANSWER = PublicContent(
     text="I could not find anything about this in the knowledge base.",
@@ -200,7 +201,11 @@ class SystemChatExecutor:
         text = public_text(reply.text or "", MAX_ANSWER_CHARS)
         if not text:
             raise ExecutionFailed("the model returned an empty answer", "model_invalid_output")
-        return Execution(PublicContent(text=text, limitations=SYSTEM_CHAT_LIMITATION), ReleaseOutcome.SUCCESS)
+        return Execution(
+            PublicContent(text=text, limitations=SYSTEM_CHAT_LIMITATION),
+            ReleaseOutcome.SUCCESS,
+            notes={"model_call": model_call_outputs(reply)},  # for the flow's step
+        )
 
 
 class KnowledgeLookup(Protocol):
@@ -280,7 +285,11 @@ class KnowledgeExecutor:
             ANSWER_SCHEMA,
         )
         content = verified_answer(reply.data or {}, invocation_id, {d["document_id"]: d["title"] for d in documents})
-        return Execution(content, ReleaseOutcome.SUCCESS)
+        notes = {
+            "retrieved_document_ids": [d["document_id"] for d in documents],
+            "model_call": model_call_outputs(reply),
+        }
+        return Execution(content, ReleaseOutcome.SUCCESS, notes=notes)  # notes: for the flow's step
 
 
 def verified_answer(data: dict[str, Any], invocation_id: str, returned: dict[str, str]) -> PublicContent:

@@ -157,7 +157,7 @@ class ReActDiagnosisAgent:
                     "latency_ms": latency,
                 },
             )
-            recording.model_call(ref, len(reply.tool_calls), latency)
+            recording.model_call(ref, reply, latency, max_tokens)
             return reply, None if reply.tool_calls else _validated(reply)
 
         step, _ = self._policy.run(attempt)

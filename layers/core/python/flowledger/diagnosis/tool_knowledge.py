@@ -44,7 +44,7 @@ class LookupKnowledgeTool:
         if result.status != "READY":
             return ToolResult(ToolOutcome.FAILED, "the knowledge index is not ready")
         if result.evidence == "NO_EVIDENCE" or not result.documents:
-            return ToolResult(ToolOutcome.EMPTY, json.dumps({"documents": []}))
+            return ToolResult(ToolOutcome.EMPTY, json.dumps({"documents": []}), details={"query": query.strip()})
         documents = [
             {"document_id": d.document_id, "title": d.title, "excerpt": d.excerpt[:MAX_EXCERPT_CHARS]}
             for d in result.documents
@@ -56,4 +56,5 @@ class LookupKnowledgeTool:
             rows=len(documents),
             truncated=truncated,
             documents=tuple({"document_id": d.document_id, "title": d.title} for d in result.documents),
+            details={"query": query.strip(), "documents": documents},
         )

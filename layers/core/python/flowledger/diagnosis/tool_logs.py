@@ -260,9 +260,19 @@ def _result(query: LogQuery, events: list[dict[str, Any]], more: bool) -> ToolRe
         }
         for e in events[: query.limit]
     ]
+    # The query as it ran and every event matched, for the flow's step to bound.
+    details = {
+        "log_group": query.log_group,
+        "start": _iso(query.start),
+        "end": _iso(query.end),
+        "terms": list(query.terms),
+        "limit": query.limit,
+        "events": list(rows),
+        "more_matched": truncated,
+    }
     if not rows:
         text = json.dumps({"log_group": query.log_group, "events": [], "truncated": truncated})
-        return ToolResult(ToolOutcome.EMPTY, text, rows=0, truncated=truncated)
+        return ToolResult(ToolOutcome.EMPTY, text, rows=0, truncated=truncated, details=details)
     text = _render(query.log_group, rows, truncated)
     # Drop the newest events until the observation fits: whole events, never half a JSON document.
     while len(text) > MAX_OBSERVATION_CHARS and len(rows) > 1:
@@ -270,7 +280,7 @@ def _result(query: LogQuery, events: list[dict[str, Any]], more: bool) -> ToolRe
         truncated = True
         text = _render(query.log_group, rows, truncated)
     text, cut = bounded_text(text)
-    return ToolResult(ToolOutcome.OK, text, rows=len(rows), truncated=truncated or cut)
+    return ToolResult(ToolOutcome.OK, text, rows=len(rows), truncated=truncated or cut, details=details)
 
 
 def _render(log_group: str, rows: list[dict[str, str]], truncated: bool) -> str:

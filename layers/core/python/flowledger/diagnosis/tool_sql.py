@@ -88,9 +88,19 @@ class QuerySqlTool:
 
 
 def observation(checked: CheckedQuery, result: SqlRows) -> ToolResult:
-    """The rows as the model reads them: compact JSON within the observation bounds, cut by whole rows."""
+    """The rows as the model reads them: compact JSON within the observation bounds, cut by whole rows.
+
+    ``details`` keeps the statement as it ran and every row returned, for the flow's step to bound.
+    """
+    details: dict[str, Any] = {
+        "statement": checked.sql,
+        "tables": list(checked.tables),
+        "columns": list(result.columns),
+        "rows": [list(row.values()) for row in result.rows],
+        "more_rows": bool(result.truncated) or (checked.capped and len(result.rows) >= checked.limit),
+    }
     if not result.rows:
-        return ToolResult(ToolOutcome.EMPTY, _render(result.columns, [], False))
+        return ToolResult(ToolOutcome.EMPTY, _render(result.columns, [], False), details=details)
     rows = [list(row.values()) for row in result.rows[:MAX_OBSERVATION_ROWS]]
     # More rows may exist when the check set the LIMIT and the database filled it.
     truncated = (
@@ -109,8 +119,10 @@ def observation(checked: CheckedQuery, result: SqlRows) -> ToolResult:
         rows = rows[:low]
         text = _render(result.columns, rows, True)
         if len(text) > MAX_OBSERVATION_CHARS:  # the column names alone are too long
-            return ToolResult(ToolOutcome.FAILED, "failed: the result's columns do not fit in one observation")
-    return ToolResult(ToolOutcome.OK, text, rows=len(rows), truncated=truncated)
+            return ToolResult(
+                ToolOutcome.FAILED, "failed: the result's columns do not fit in one observation", details=details
+            )
+    return ToolResult(ToolOutcome.OK, text, rows=len(rows), truncated=truncated, details=details)
 
 
 def _render(columns: tuple[str, ...], rows: list[list[Any]], truncated: bool) -> str:

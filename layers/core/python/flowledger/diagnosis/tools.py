@@ -7,7 +7,7 @@ becomes an observation and the loop goes on. ``FAILED`` is a dependency that did
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -35,6 +35,10 @@ class ToolResult:
     truncated: bool = False
     # lookup_knowledge only: the documents returned, as {"document_id": ..., "title": ...}
     documents: tuple[dict[str, str], ...] = ()
+    # What the tool ran and found, structured, for the flow's step (bounded there; never sent to the model):
+    # query_sql {"statement", "tables", "columns", "rows"}, query_logs {"log_group", "start", "end", "terms",
+    # "limit", "events"}, lookup_knowledge {"query", "documents"}.
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def safe(self) -> bool:

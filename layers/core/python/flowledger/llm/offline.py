@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from flowledger.llm.offline_routing import route
@@ -84,6 +85,11 @@ class OfflineChatModel:
         timeout_seconds: float,
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
+        """The rule's answer, finished as a server would say: ``tool_calls`` or ``stop``; no tokens are counted."""
+        reply = self._reply(messages, schema, tools)
+        return replace(reply, finish_reason="tool_calls" if reply.tool_calls else "stop")
+
+    def _reply(self, messages: list[Message], schema: JsonSchema | None, tools: list[ToolSpec] | None) -> Reply:
         if tools:  # only the diagnosis agent offers tools
             from flowledger.llm.offline_diagnosis import next_agent_turn
 

@@ -276,7 +276,7 @@ def _usage(completion: Any, messages_chars: int, answer_chars: int) -> Usage:
     prompt = getattr(completion.usage, "prompt_tokens", 0) or 0
     generated = getattr(completion.usage, "completion_tokens", 0) or 0
     if not prompt and not generated:  # no usage reported: estimated, so the budget still counts the call
-        return Usage(messages_chars // CHARS_PER_TOKEN, answer_chars // CHARS_PER_TOKEN + 1)
+        return Usage(messages_chars // CHARS_PER_TOKEN, answer_chars // CHARS_PER_TOKEN + 1, estimated=True)
     return Usage(prompt, generated)
 
 

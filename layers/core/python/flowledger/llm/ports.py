@@ -44,6 +44,8 @@ class Message:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # True when the server reported no usage and the counts are estimated from the characters sent and received.
+    estimated: bool = False
 
     @property
     def total(self) -> int:
