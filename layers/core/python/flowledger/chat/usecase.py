@@ -39,6 +39,7 @@ from flowledger.chat.models import (
 from flowledger.chat.previous_turn import previous_turn_from
 from flowledger.chat.router import IntentRouter, RoutingUnavailable
 from flowledger.chat.runs import RunStore
+from flowledger.chat.step_fields import executor_fields, grounding_fields, routing_fields
 from flowledger.continuity.grounding import ContinuityDisabled, ContinuityService, Grounding, Preflight
 from flowledger.continuity.request import SourceRequest
 from flowledger.identity import Principal
@@ -254,7 +255,9 @@ class ChatApplicationUseCase:
         intent = routing.intent
         budget.model_calls += routing.attempts
         budget.tokens += routing.tokens
-        routing_step = flow.step("routing", "intent_router", f"Routed the turn to {intent.value}")
+        routing_step = flow.step(
+            "routing", "intent_router", f"Routed the turn to {intent.value}", **routing_fields(routing)
+        )
         if cancel.cancelled:
             yield end(RunStatus.CANCELLED, ReleaseOutcome.CANCELLED, "CANCELLED", CANCELLED_MESSAGE)
             return
@@ -288,7 +291,7 @@ class ChatApplicationUseCase:
                 "continuity",
                 grounding.summary(),
                 parents=[routing_step] if routing_step else None,
-                outputs=grounding.flow_outputs(),
+                **grounding_fields(grounding),
             )
             routing_step = grounding_step or routing_step
         context = TurnContext(
@@ -325,7 +328,8 @@ class ChatApplicationUseCase:
             return
         if intent in EXECUTOR_STEPS:  # the diagnosis executor records its own steps
             kind, agent, summary = EXECUTOR_STEPS[intent]
-            flow.step(kind, agent, summary, parents=[routing_step] if routing_step else None)
+            evidence = executor_fields(intent, request.query, execution)
+            flow.step(kind, agent, summary, parents=[routing_step] if routing_step else None, **evidence)
         if grounding is not None and self.continuity is not None:
             published = self.continuity.publish(turn.principal, grounding, execution.content)
             if published is None and execution.content is not None:
