@@ -177,7 +177,9 @@ def check_durable(server: str, directory: DataDir, flow_ids: list[str]) -> None:
                 )
             )
             events = session.get(events_url, headers=sigv4_headers(credentials, "GET", events_url)).json()
-            if (flow["flow"]["flow_state"], len(flow["steps"]), len(events["events"])) != ("completed", STEPS, STEPS):
+            steps_url = f"{url}/steps"
+            steps = session.get(steps_url, headers=sigv4_headers(credentials, "GET", steps_url)).json()
+            if (flow["flow"]["flow_state"], len(steps["steps"]), len(events["events"])) != ("completed", STEPS, STEPS):
                 raise SystemExit(f"flow {flow_id} is not durable and audited: {flow['flow']}")
 
 

@@ -203,11 +203,19 @@ def test_pii_fields_are_sealed_at_rest_and_opened_for_admins(call: Call, service
     # The plaintext phrase, not a fragment: "a1c" alone turns up in the item's hex hashes now and then.
     assert "ann's a1c values" not in json.dumps(raw)
     assert raw["inputs"]["M"]["k"] == {"N": "3"}
-    status, dag, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
+    status, page, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}/steps", user_arn=ADMIN)
     assert status == 200
-    assert dag["steps"][0]["inputs"] == {"query": "ann's a1c values", "k": 3}
-    assert dag["steps"][0]["back_refs"]["llm_call_log_ref"] == "llm-7"
-    assert ("admin.reasoning.flow.read", ADMIN) in ledger_actions(services)
+    assert page["steps"][0]["inputs"] == {"query": {"__sealed__": True}, "k": 3}
+    assert page["steps"][0]["back_refs"]["llm_call_log_ref"] == "llm-7"
+    status, opened, _ = call(
+        "GET",
+        f"/admin/v1/reasoning/flows/{flow_id}/steps/{step['step_id']}/sealed",
+        user_arn=ADMIN,
+        side="inputs",
+        field="query",
+    )
+    assert (status, opened["value"]) == (200, "ann's a1c values")
+    assert ("admin.reasoning.step.sealed_field_opened", ADMIN) in ledger_actions(services)
 
 
 def test_a_sealed_field_moved_to_another_step_does_not_open(call: Call, services: Services) -> None:
@@ -224,7 +232,8 @@ def test_a_sealed_field_moved_to_another_step_does_not_open(call: Call, services
         UpdateExpression="SET inputs = :i",
         ExpressionAttributeValues={":i": stolen},
     )
-    status, body, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
+    route = f"/admin/v1/reasoning/flows/{flow_id}/steps/{b['step_id']}/sealed"
+    status, body, _ = call("GET", route, user_arn=ADMIN, side="inputs", field="q")
     # The stored item is at fault, not the request: a 409 naming the step, and nothing it holds.
     assert (status, body["error"]) == (409, "undecodable_item") and b["step_id"] in body["message"]
     assert "secret" not in json.dumps(body)
@@ -279,17 +288,17 @@ def test_state_rules(call: Call, services: Services) -> None:
     assert close(call, other, who=OTHER_WRITER)[0] == 403
 
 
-def test_a_flow_takes_at_most_500_steps(call: Call, services: Services) -> None:
+def test_a_flow_takes_at_most_20000_steps(call: Call, services: Services) -> None:
     flow_id = open_flow(call)
     services.aws.dynamodb.update_item(
         TableName=services.aws.table_name("flows"),
         Key={"flow_id": {"S": flow_id}},
         UpdateExpression="SET step_count = :n",
-        ExpressionAttributeValues={":n": {"N": "499"}},
+        ExpressionAttributeValues={":n": {"N": "19999"}},
     )
     assert add_step(call, flow_id)[0] == 201
     status, body = add_step(call, flow_id)
-    assert status == 409 and "500 steps" in body["message"]
+    assert status == 409 and "20000 steps" in body["message"]
 
 
 def test_access_matrix_denies_without_data(call: Call) -> None:

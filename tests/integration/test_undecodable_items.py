@@ -66,7 +66,7 @@ def test_an_undecodable_step_is_a_409_naming_it_on_every_read_and_close(call: Ca
     assert add_step(call, flow_id)[0] == 201
     poison_a_step(services, flow_id)
     for _ in range(2):  # not once, then a 500 ever after
-        status, answer, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
+        status, answer, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}/steps", user_arn=ADMIN)
         assert_names_only_the_item(status, answer, POISONED_STEP)
     # which stored attributes are wrong, for the operator; never what they hold
     assert "(ValidationError in back_refs, inputs, outputs, pii_fields, step_kind)" in answer["message"]
@@ -97,7 +97,8 @@ def test_a_tampered_sealed_field_is_a_409_naming_its_step(call: Call, services: 
         ExpressionAttributeNames={"#n": "name"},
         ExpressionAttributeValues={":c": {"S": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}},
     )
-    status, answer, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
+    route = f"/admin/v1/reasoning/flows/{flow_id}/steps/{step['step_id']}/sealed"
+    status, answer, _ = call("GET", route, user_arn=ADMIN, side="inputs", field="name")
     assert_names_only_the_item(status, answer, step["step_id"])
     assert "sealed inputs" in answer["message"]
 

@@ -1,4 +1,4 @@
-"""Admin reasoning routes (IAM): the full DAG of one flow, and the flows list (or a trace's flows)."""
+"""Admin reasoning routes (IAM): one flow's overview, and the flows list (or a trace's flows)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,21 @@ from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal
 from flowledger.errors import InvalidInput
 from flowledger.reasoning.listing import FlowFilters, FlowListing, window_bound
-from flowledger.reasoning.models import AdminFlowView, FlowPage
+from flowledger.reasoning.models import FlowPage
 from flowledger.reasoning.service import FlowService
+from flowledger.reasoning.steps_page import AdminFlowOverview, FlowPageReader
 
 router = Router()
 
 
-@router.get("/admin/v1/reasoning/flows/<flow_id>", summary="A flow's full DAG", tags=["reasoning-admin"])
-def admin_flow(flow_id: Annotated[str, Path(pattern=r"^fl_[0-9A-Z]{26}$")]) -> AdminFlowView:
+@router.get(
+    "/admin/v1/reasoning/flows/<flow_id>",
+    summary="A flow and its radar (its steps: .../steps, a page at a time)",
+    tags=["reasoning-admin"],
+)
+def admin_flow(flow_id: Annotated[str, Path(pattern=r"^fl_[0-9A-Z]{26}$")]) -> AdminFlowOverview:
     admin = iam_principal(router.current_event.raw_event)
-    return FlowService(services_of(router)).admin_flow(admin, flow_id)
+    return FlowPageReader(services_of(router)).overview(admin, flow_id)
 
 
 _NAME = r"^[a-z][a-z0-9_.-]{0,63}$"

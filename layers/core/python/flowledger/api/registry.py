@@ -18,7 +18,12 @@ from flowledger.api.routes import RouteSpec, route_table
 CAPABILITY_MODULES: dict[str, tuple[str, ...]] = {
     "core": ("flowledger.api.core",),
     "audit": ("flowledger.api.audit",),
-    "reasoning": ("flowledger.api.reasoning", "flowledger.api.reasoning_admin", "flowledger.api.pathways"),
+    "reasoning": (
+        "flowledger.api.reasoning",
+        "flowledger.api.reasoning_admin",
+        "flowledger.api.reasoning_steps",
+        "flowledger.api.pathways",
+    ),
     "research": ("flowledger.api.research",),
     "documents": ("flowledger.api.workspaces", "flowledger.api.documents"),
 }

@@ -56,7 +56,8 @@ FlowId = Annotated[str, StringConstraints(strict=True, pattern=r"^fl_[0-9A-Z]{26
 # ledger.events.timestamp: UTC, microseconds, fixed width, so text order is time order.
 Timestamp = Annotated[str, StringConstraints(strict=True, pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")]
 MAX_AGENTS = 64
-MAX_LINE_BYTES = 1024 * 1024  # a full flow (500 steps of 280-character summaries) is well under this
+# A full flow fits: 20,000 steps of at most about 2.6 KB each as JSON (a 280-character summary, 16 parents).
+MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_RECORDS = 100_000  # one file of one export window; more is a sweep to split
 
 

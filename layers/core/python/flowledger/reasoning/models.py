@@ -37,7 +37,8 @@ OpaqueId = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z0-9_.
 StepId = Annotated[str, StringConstraints(strict=True, pattern=r"^st_[0-9A-Z]{26}$")]
 FlowId = Annotated[str, StringConstraints(strict=True, pattern=r"^fl_[0-9A-Z]{26}$")]
 Confidence = Annotated[StrictFloat, Field(ge=0, le=1), AfterValidator(require_storable)]
-MAX_STEPS_PER_FLOW = 500
+# Peers stop at 20k-25k (Langfuse, LangSmith); the flow page reads steps in pages, so none is read at once.
+MAX_STEPS_PER_FLOW = 20_000
 MAX_STEP_PAYLOAD_BYTES = 64 * 1024
 MAX_PARENTS = 16
 
