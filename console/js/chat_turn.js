@@ -1,6 +1,7 @@
 // One turn of a conversation: the question, progress while it runs, then the public answer with its
-// references and limitations, its outcome (a FALLBACK, FAILED or CANCELLED run says so) and the
-// source-context line. Drawn the same from a stored run (the runs history) and from a live stream.
+// tables, references and limitations, its outcome (a FALLBACK, FAILED or CANCELLED run says so), the
+// source-context line and "How this was answered" (the turn's reasoning flow). Drawn the same from a
+// stored run (the runs history) and from a live stream.
 
 import { h, replace } from "/console/js/dom.js";
 import { sourceIndicator } from "/console/js/chat_indicator.js";
@@ -37,10 +38,46 @@ export function stateOf(status, releaseOutcome) {
   return releaseOutcome === "FALLBACK" ? "fallback" : "answer";
 }
 
+const FLOW_ID = /^fl_[0-9A-Z]{26}$/;
+
+/** The link to a turn's flow, or nothing when the turn names none (capture off, or not recorded). */
+export function flowLink(flowId) {
+  if (typeof flowId !== "string" || !FLOW_ID.test(flowId)) return null;
+  return h("a", { href: `/console/flows/${flowId}`, class: "flow-link", dataset: { flowId } }, "How this was answered");
+}
+
+function isNumber(value) {
+  return typeof value === "number";
+}
+
+/** A table answer's result as a table: its rows in the plan's order, and how many of how many are shown. */
+export function answerTable(table) {
+  const columns = table.columns || [];
+  const numeric = columns.map((_, i) => table.rows.every((row) => row[i] == null || isNumber(row[i])));
+  const cut = table.rows_shown < table.total_rows;
+  const caption = `${table.title}: ${cut ? `${table.rows_shown} of ${table.total_rows} rows` : `${table.total_rows} rows`}`;
+  return h(
+    "div",
+    { class: "answer-table", dataset: { documentId: table.document_id } },
+    h(
+      "table",
+      {},
+      h("caption", {}, caption),
+      h("thead", {}, h("tr", {}, columns.map((name, i) => h("th", { scope: "col", class: numeric[i] ? "num" : null }, name)))),
+      h(
+        "tbody",
+        {},
+        table.rows.map((row) => h("tr", {}, row.map((cell, i) => h("td", { class: numeric[i] ? "num" : null }, cell == null ? "" : String(cell))))),
+      ),
+    ),
+  );
+}
+
 function answerBlock(content) {
   const references = content.references || [];
   return [
     h("div", { class: "answer-text" }, content.text),
+    (content.tables || []).map(answerTable),
     references.length
       ? h(
           "div",
@@ -72,6 +109,7 @@ export class Turn {
     this.progress = h("p", { class: "turn-progress muted" });
     this.answer = h("div", { class: "answer" });
     this.context = h("div", { class: "context" });
+    this.flow = h("p", { class: "flow" });
     this.node = h(
       "li",
       { class: "turn", dataset: { state: "streaming", phase: "sent", runId: runId || "" } },
@@ -80,7 +118,14 @@ export class Turn {
       this.answer,
       this.outcome,
       this.context,
+      this.flow,
     );
+  }
+
+  /** "How this was answered": shown once the flow is written (done and error name it only then). */
+  showFlow(flowId) {
+    this.node.dataset.flowId = flowId || "";
+    replace(this.flow, flowLink(flowId));
   }
 
   /** Apply one stream event (start, status, content, done, error). */
@@ -97,8 +142,10 @@ export class Turn {
       this.showContent(event.content);
     } else if (event.type === "done") {
       this.finish(stateOf(event.status, event.release_outcome));
+      this.showFlow(event.flow_id);
     } else if (event.type === "error") {
       this.finish(event.code === "CANCELLED" ? "cancelled" : "failed", event.message);
+      this.showFlow(event.flow_id);
     }
   }
 
@@ -128,6 +175,7 @@ export class Turn {
       replace(turn.progress, "Still running");
     } else {
       turn.finish(state);
+      turn.showFlow(run.flow_id); // a running turn's flow is not written yet
     }
     return turn;
   }

@@ -350,3 +350,47 @@ def test_the_page_is_usable_on_a_phone(page: Any, server: RunningServer) -> None
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "chat-phone")
     assert serious_violations(page) == []
+
+
+def test_every_answer_links_to_its_flow_also_when_reloaded_from_the_history(
+    page: Any, server: RunningServer, seed: Api
+) -> None:
+    open_console(page, server, "chat")
+    link = ask(page, "hello").locator("a.flow-link")
+    assert link.inner_text() == "How this was answered"
+    flow_id = link.get_attribute("data-flow-id")
+    assert link.get_attribute("href") == f"/console/flows/{flow_id}"
+    assert seed.admin("GET", f"/admin/v1/reasoning/flows/{flow_id}", expect=200).json()["flow"]["flow_id"] == flow_id
+    # The conversation opened by its URL shows the same link under the stored answer, and it opens the flow.
+    open_console(page, server, f"chat?session={session_of(page)}")
+    page.click(f".turn a.flow-link[data-flow-id='{flow_id}']")
+    page.wait_for_url(f"**/console/flows/{flow_id}")
+    page.wait_for_selector("main[data-ready='true']", timeout=30_000)
+    assert "Page not found" not in page.locator("main").inner_text()  # the flow page, not the router's 404
+
+
+def test_a_table_answer_is_a_table_and_a_follow_up_with_the_table_still_ticked_keeps_the_grouping(
+    page: Any, server: RunningServer, seed: Api, user: str
+) -> None:
+    workspace = seed.bearer("POST", "/api/workspaces", user, {"kind": "group", "name": "Sales"}, expect=201).json()
+    upload = {
+        "workspace_id": workspace["workspace_id"],
+        "file_name": "monthly.csv",
+        "kind": "csv",
+        "content_base64": base64.b64encode(SALES_CSV).decode(),
+    }
+    document_id = seed.bearer("POST", "/api/documents", user, upload, expect=201).json()["document"]["document_id"]
+    open_console(page, server, "chat")
+    open_panel(page)
+    page.check(f"#doc-{document_id}")
+    first = ask(page, "total amount by month").locator(".answer-table")
+    assert first.locator("th").all_inner_texts() == ["month", "total_amount"]
+    assert first.locator("tbody td:first-child").all_inner_texts() == ["2026-04", "2026-05"]  # key order
+    assert first.locator("caption").inner_text() == "monthly.csv: 2 rows"
+    assert page.is_checked(f"#doc-{document_id}")  # still ticked for the follow-up
+    second = ask(page, "now break that down by region").locator(".answer-table")
+    assert second.locator("th").all_inner_texts() == ["month", "region", "total_amount"]
+    months_regions = [row.split("\t")[:2] for row in second.locator("tbody tr").all_inner_texts()]
+    assert months_regions == [[m, r] for m in ("2026-04", "2026-05") for r in ("east", "north", "south")]
+    screenshot(page, "chat-table")
+    assert serious_violations(page) == []
