@@ -294,6 +294,9 @@ async def test_a_log_step_carries_its_query_window_and_matched_lines_sealed(
         "tool_calls": ["query_logs"],
     }
     assert first_model.inputs == {"max_tokens": 1024}
+    guard = next(s for s in steps if s.step_kind == "semantic_guard")
+    judged = (guard.outputs["passed"], guard.outputs["total_tokens"], guard.outputs["finish_reason"])
+    assert judged == (True, 18, "stop")  # the judge's model call; its reasons are never recorded
     assert (tool.inputs["log_group"], tool.inputs["terms"], tool.inputs["limit"]) == (
         PAYMENTS_LOG_GROUP,
         [ERROR_CODE],

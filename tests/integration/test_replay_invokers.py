@@ -91,7 +91,7 @@ def test_a_diagnosis_without_its_semantic_guard_step_drifts(
 ) -> None:
     from flowledger.diagnosis.recording import DiagnosisRecording
 
-    monkeypatch.setattr(DiagnosisRecording, "semantic_guard", lambda self, passed: None)
+    monkeypatch.setattr(DiagnosisRecording, "semantic_guard", lambda self, *recorded: None)
     report = replay("diagnosis", "diagnosis-demo-incident")
     (result,) = report.results
     assert result.finding == "sequence_drift" and "semantic_guard" not in (result.steps or [])

@@ -104,12 +104,12 @@ class DiagnosisRecording:
         summary = "The evidence guard accepted every claim" if passed else "The evidence guard refused the draft"
         self._step("evidence_guard", RELEASE, summary, outputs={"passed": passed, "reason": reason or "none"})
 
-    def semantic_guard(self, passed: bool) -> None:
-        # The judge's reasons are never recorded: only whether it accepted.
+    def semantic_guard(self, passed: bool, model_call: dict[str, Any] | None = None) -> None:
+        # The judge's reasons are never recorded: only whether it accepted, and what its model call cost.
         summary = (
             "The semantic guard accepted the conclusion" if passed else "The semantic guard refused the conclusion"
         )
-        self._step("semantic_guard", RELEASE, summary, outputs={"passed": passed})
+        self._step("semantic_guard", RELEASE, summary, outputs={"passed": passed, **(model_call or {})})
 
     def release(self, outcome: str, summary: str) -> None:
         self._step("release", RELEASE, summary, outputs={"release_outcome": outcome})

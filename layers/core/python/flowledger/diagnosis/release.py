@@ -58,9 +58,9 @@ class DiagnosisRelease:
         recording.evidence_guard(verdict.passed, verdict.reason)
         if not verdict.passed:
             return self._fallback(ledger, recording, "evidence", REFUSED_EVIDENCE)
-        supported = self._semantic.judge(context, draft, ledger)
-        recording.semantic_guard(supported)
-        if not supported:
+        judgement = self._semantic.judge(context, draft, ledger)
+        recording.semantic_guard(judgement.supported, judgement.model_call)
+        if not judgement.supported:
             return self._fallback(ledger, recording, "semantic", REFUSED_SEMANTIC)
         yield StatusCode.RELEASING
         documents = _cited_documents(draft, ledger)

@@ -9,12 +9,15 @@ an answer that is not the schema) is a refusal: nothing unjudged is published.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 from flowledger.chat.executors import BudgetExhausted, TurnContext
 from flowledger.diagnosis.draft import Draft
 from flowledger.diagnosis.observations import ObservationLedger
 from flowledger.llm.ports import ChatModel, JsonSchema, Message, ModelError
 from flowledger.llm.retry import RetryPolicy
+from flowledger.reasoning.step_evidence import model_call_outputs
 
 SEMANTIC_MAX_TOKENS = 256  # a verdict and a short reason
 SEMANTIC_SCHEMA = JsonSchema(
@@ -33,12 +36,19 @@ INSTRUCTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class Judgement:
+    supported: bool
+    # The answered call's token usage and finish reason, for the flow's step; None when no call answered.
+    model_call: dict[str, Any] | None = None
+
+
 class SemanticGuard:
     def __init__(self, model: ChatModel, policy: RetryPolicy, timeout_seconds: float) -> None:
         self._model, self._policy, self._timeout = model, policy, timeout_seconds
 
-    def judge(self, context: TurnContext, draft: Draft, ledger: ObservationLedger) -> bool:
-        """True only when the judge answered, in schema, that the conclusion follows from the evidence."""
+    def judge(self, context: TurnContext, draft: Draft, ledger: ObservationLedger) -> Judgement:
+        """Supported only when the judge answered, in schema, that the conclusion follows from the evidence."""
         budget = context.budget
         claims = []
         for claim in draft.claims:
@@ -46,6 +56,8 @@ class SemanticGuard:
             claims.append({"text": claim.text, "evidence": [o.result.text for o in cited if o is not None]})
         payload = {"query": context.query, "conclusion": draft.conclusion, "claims": claims}
         messages = [Message("system", INSTRUCTIONS), Message("user", json.dumps(payload, ensure_ascii=False))]
+
+        answered: list[dict[str, Any]] = []
 
         def attempt() -> bool:
             budget.check_model_call()
@@ -55,11 +67,12 @@ class SemanticGuard:
                 messages, schema=SEMANTIC_SCHEMA, timeout_seconds=timeout, max_tokens=max_tokens
             )
             budget.tokens += reply.usage.total
+            answered.append(model_call_outputs(reply))
             data = reply.data or {}
             return data.get("supported") is True and isinstance(data.get("reasons"), str)
 
         try:
             supported, _ = self._policy.run(attempt)
         except (BudgetExhausted, ModelError):
-            return False
-        return supported
+            return Judgement(False, answered[-1] if answered else None)
+        return Judgement(supported, answered[-1])
