@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import string
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -9,7 +11,24 @@ from hypothesis import strategies as st
 from flowledger.reasoning.guard import BANNED, check_summary, guard_counts
 
 UNSAFE = {
-    "mrn": ["MRN: 12345678", "medical record number 88-1234", "mrn#A99812"],
+    "mrn": [
+        "MRN: 12345678",
+        "medical record number 88-1234",
+        "mrn#A99812",
+        # Any punctuation between the label and the id, and the other labels of a patient's identifier.
+        "MRN#12345",
+        "MRN-12345",
+        "MRN=88-1234",
+        "MRN/12345",
+        "MRN.12345",
+        "MRN_12345",
+        "MRN12345",
+        "patient id/48213",
+        "Patient ID=ABC123",
+        "patient #A99812",
+        "chart no. 55812",
+        "member id: W123456",
+    ],
     "long_id": [
         "matched record 123456789",
         "id 0123456789 reviewed",
@@ -18,7 +37,15 @@ UNSAFE = {
         "account 123-456-789-012",
         "NHS 943 476 5919",
     ],
-    "ssn": ["SSN 123-45-6789 on file", "checked 123 45 6789"],
+    "ssn": [
+        "SSN 123-45-6789 on file",
+        "checked 123 45 6789",
+        "123.45.6789",
+        "123/45/6789",
+        "123_45_6789",
+        "123 - 45 - 6789",
+        "ssn 123\u201345\u20136789",  # en dashes
+    ],
     "dob": ["DOB: 1970-01-01", "date of birth confirmed", "born on the 3rd"],
     "iso_date": ["visit on 2024-03-15", "lab from 2023/11/02"],
     "phone": ["call (555) 123-4567", "phone 555.123.4567", "+1 555 123 4567"],
@@ -38,7 +65,24 @@ UNSAFE = {
         "250 µg inhaled",
         "dose 1,000mg",
     ],
-    "icd10": ["coded E11.9", "diagnosis I10 noted", "code M54.5"],
+    "icd10": [
+        "coded E11.9",
+        "diagnosis I10 noted",
+        "code M54.5",
+        # Every chapter (U included) and length, with and without the dot.
+        "S72.001A",
+        "O09.529",
+        "U07.1",
+        "Z99.89",
+        "C50.911",
+        "A00",
+        "S72001A",
+        "coded E119",
+        "O09529",
+        "code U071",
+        "C4A.9",
+        "M1A00X0",
+    ],
     "titled_name": [
         "Dr. Jane Smith agreed",
         "read at level 8MS Kaur agreed",  # a title glued to a number is still a title
@@ -52,6 +96,21 @@ UNSAFE = {
         "spoke to ms. kaur",  # glued to a word, lowercase "ms." is "items." and passes
         "MS Kaur agreed",
         "Dr.Smith",
+        # Post-nominal titles after a name, and honorifics other than Dr.
+        "John Smith MD agreed",
+        "Jane Doe, RN",
+        "Smith PhD reviewed",
+        "Lee, M.D.",
+        "Ann Lee DO signed",
+        "Ravi Patel, PharmD",
+        "Mx. Lee",
+        "Sister Mary called",
+        "Father Brown",
+        "Rev. Green",
+        "Sr. Agnes",
+        "Nurse Jackie",
+        "Professor Kaur",
+        "Mme Dubois",
     ],
 }
 # Realistic step summaries: most mention numbers, durations, counts, percentages or versions. None
@@ -101,6 +160,43 @@ SAFE = [
     "Reviewed the doctor's notes summary",
     "Compared 2 drafts; the second scored 12% higher",
     "Completed 100% of planned checks in 45 s",
+    # What the product's own agents write: tools, tables, versions, times, month keys, error codes.
+    "Called query_sql: ok, 1 result",
+    "Called query_logs: ok, 37 results",
+    "Called search_knowledge: empty, 0 results",
+    "Routed the turn to table_question",
+    "The model proposed 2 tool calls",
+    "The evidence guard accepted every claim",
+    "Released with outcome published",
+    "Queried orders_2026 grouped by region",
+    "Read table sales_q3_2025: 20 rows, 12 shown",
+    "Wrote 1 row to audit_log_2026",
+    "Ran migration 0042_add_orders_index",
+    "Deployed v2.1.3 of the checkout service",
+    "Node 18.19.0 runtime on arm64",
+    "p95 latency 120 ms",
+    "P95 latency 340 ms",  # a percentile before "latency", not the ICD-10 code P95
+    "P99 latency 1.2 s on the checkout route",
+    "Error rate rose from 0.2% to 4.1% at 02:14 UTC",
+    "Scanned 1,204 log lines between 01:00 and 03:00 UTC",
+    "Totals for month 2026-05 by region",
+    "Compared November with October totals",
+    "Found error E1234 in 37 log lines",
+    "Matched error code E5021 in the payment logs",
+    "Logged warning W1001 twice",
+    "Exit code 137 after 3 retries",
+    "HTTP 503 from the upstream in 14 of 200 requests",
+    "Retrieved 3 passages from runbook RB-204",
+    "Checked 4 hosts in us-east-1",
+    "Cache hit ratio 93.5% over 10,000 lookups",
+    "Escalated to the RN on duty",
+    "Paged the on-call engineer",
+    "Checked NPM packages for 2 advisories",
+    "Validated the MRN field format",
+    "Version 123.45 of the index",
+    "Sister service payments-api returned 502",
+    "Ran the E2E suite",  # no ICD-10 code has a letter third but C4A, C7A, C7B, D3A, M1A and Z3A
+    "Checked B2B orders against the W3C schema",
 ]
 # The price of being conservative, kept measured: each is refused today. Move one to SAFE when a
 # rule learns to tell it apart.
@@ -108,7 +204,10 @@ KNOWN_FALSE_ALARMS = {
     "Compared 3 ML models": "medication_dose",  # "3 ML" reads as a dose in any case
     "Split the work into 4 units": "medication_dose",
     "Reviewed the MR report": "titled_name",  # "MR" is a title in capitals
-    "P95 latency 340 ms": "icd10",  # P95 is also an ICD-10 code
+    "Used 2 H100 GPUs": "icd10",  # so has H100 (H10.0)
+    "The service returned E1234": "icd10",  # an error code is told apart only after an error word
+    "Consulted MD guidance": "titled_name",  # a capitalised first word reads as a name before MD
+    "Master Patient Index lookup": "titled_name",  # "Patient Index" reads as a titled name
 }
 
 
@@ -270,3 +369,123 @@ def test_counts_summarise_the_verdicts() -> None:
     assert not safe
     # A phone number is ten digits in groups, so it is a long id too.
     assert counts == {"checked": 3, "unsafe": 2, "hit_long_id": 1, "hit_phone": 1, "hit_titled_name": 1}
+
+
+# ---- any separator, every chapter, every title: the shapes the seed bans, generated --------------------------
+
+PUNCTUATION = string.punctuation + "\u2013\u2014\u00b7 "  # ASCII punctuation, en and em dashes, middle dot, space
+ID_LABELS = ["MRN", "mrn", "medical record number", "Medical Record No.", "patient id", "Patient ID", "patient #"]
+ID_LABELS += ["patient number", "chart no", "member id", "patient identifier"]
+
+
+@given(
+    st.sampled_from(ID_LABELS),
+    st.text(PUNCTUATION, max_size=3),
+    st.text(string.ascii_uppercase + string.digits, min_size=3, max_size=9),
+    st.sampled_from(string.digits),
+    st.sampled_from(["", "Checked ", "Matched the "]),
+)
+def test_a_labelled_id_with_any_separator_is_refused(label: str, gap: str, head: str, digit: str, before: str) -> None:
+    assert "mrn" in check_summary(f"{before}{label}{gap}{digit}{head} on file").reasons
+
+
+def ssn_gap() -> st.SearchStrategy[str]:
+    """One punctuation character with optional spaces around it, or spaces alone."""
+    spaces = st.sampled_from(["", " "])
+    mark = st.sampled_from([c for c in PUNCTUATION if c != " "])
+    return st.builds(lambda a, m, b: a + m + b, spaces, mark, spaces) | st.sampled_from([" ", "  "])
+
+
+@given(
+    st.text(string.digits, min_size=3, max_size=3),
+    st.text(string.digits, min_size=2, max_size=2),
+    st.text(string.digits, min_size=4, max_size=4),
+    ssn_gap(),
+    ssn_gap(),
+)
+def test_an_ssn_with_any_separator_is_refused(area: str, group: str, serial: str, first: str, second: str) -> None:
+    assert "ssn" in check_summary(f"Verified {area}{first}{group}{second}{serial} today").reasons
+
+
+ALNUM = string.ascii_uppercase + string.digits
+
+
+@given(
+    st.sampled_from(string.ascii_uppercase),
+    st.sampled_from(string.digits),
+    st.sampled_from(string.digits),
+    st.text(ALNUM, max_size=4),
+    st.booleans(),
+    st.sampled_from(["Coded ", "diagnosis ", "", "Reviewed notes; "]),
+)
+def test_an_icd10_code_of_any_chapter_and_length_is_refused(
+    letter: str, digit: str, third: str, tail: str, dotted: bool, before: str
+) -> None:
+    code = letter + digit + third + ("." + tail if dotted and tail else tail)
+    assert "icd10" in check_summary(f"{before}{code} for the visit").reasons
+
+
+@given(
+    st.sampled_from(["error", "Error", "error code", "ERR", "exit code", "status", "warning", "alarm"]),
+    st.sampled_from(["", ":", " #", "="]),
+    st.sampled_from(string.ascii_uppercase),
+    st.text(string.digits, min_size=3, max_size=5),
+)
+def test_an_error_code_after_an_error_word_is_not_a_diagnosis(word: str, mark: str, letter: str, digits: str) -> None:
+    assert check_summary(f"Found {word}{mark} {letter}{digits} in 12 log lines").reasons == ()
+
+
+HONORIFICS = ["Mr.", "Mrs", "Ms.", "Mx.", "Miss", "Prof.", "Professor", "Sister", "Brother", "Father", "Nurse"]
+HONORIFICS += ["Doctor", "Rev.", "Reverend", "Rabbi", "Sr.", "Fr.", "Mme", "Sir", "Dame", "Lady"]
+POST_NOMINALS = ["MD", "M.D.", "DO", "RN", "R.N.", "NP", "PhD", "Ph.D.", "PA-C", "DDS", "PharmD", "DNP", "MBBS"]
+NAMES = ["Smith", "O'Neill", "Kaur", "Lee", "Jane Doe", "John Smith", "Ana María"]
+
+
+@given(st.sampled_from(HONORIFICS), st.sampled_from(NAMES), st.sampled_from(["", "Spoke with ", "Reviewed notes; "]))
+def test_a_name_after_any_honorific_is_refused(title: str, name: str, before: str) -> None:
+    assert "titled_name" in check_summary(f"{before}{title} {name} agreed").reasons
+
+
+@given(
+    st.sampled_from(NAMES),
+    st.sampled_from([" ", ", "]),
+    st.sampled_from(POST_NOMINALS),
+    st.sampled_from(["", "spoke with ", "Reviewed notes; "]),
+    st.sampled_from(["", " agreed", ". Then closed"]),
+)
+def test_a_name_before_a_post_nominal_title_is_refused(
+    name: str, comma: str, title: str, before: str, after: str
+) -> None:
+    assert "titled_name" in check_summary(f"{before}{name}{comma}{title}{after}").reasons
+
+
+@given(
+    st.sampled_from(["orders", "sales_q3", "audit_log", "payments", "claims"]),
+    st.integers(2020, 2030),
+    st.integers(0, 99),
+    st.integers(0, 20),
+    st.sampled_from(["query_sql", "query_logs", "search_knowledge", "table_plan"]),
+    st.sampled_from(
+        [
+            "Queried {table}_{year} with {tool}: ok, {n} results",
+            "Deployed v{k}.{n}.{k} after {n} checks",
+            "Called {tool}: {n} rows from {table}_{year} in {k}{n} ms",
+            "p95 latency {n}{k} ms; P99 latency {k}.{n} s",
+            "Month {year}-0{k} to {year}-1{k}: {n} groups, {k} shown",
+            "Found error E{n}{k}{k} in {n} log lines at {k}:{n:02d} UTC",
+        ]
+    ),
+)
+def test_tool_table_version_and_error_code_summaries_pass(
+    table: str, year: int, n: int, k: int, tool: str, template: str
+) -> None:
+    text = template.format(table=table, year=year, n=n, k=min(k, 9), tool=tool)
+    assert check_summary(text).reasons == (), text
+
+
+def test_the_false_alarm_rate_over_every_safe_text_stays_under_10_percent() -> None:
+    """The measured price of the guard: the safe corpus and the known false alarms, refused share."""
+    texts = SAFE + list(KNOWN_FALSE_ALARMS)
+    refused = [t for t in texts if not check_summary(t).safe]
+    assert len(texts) >= 80 and refused == list(KNOWN_FALSE_ALARMS)
+    assert len(refused) / len(texts) < 0.10  # 7 of 87 today

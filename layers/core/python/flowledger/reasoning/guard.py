@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 MAX_SUMMARY_CHARS = 280
 
@@ -38,14 +39,87 @@ _ANY_CASE_TITLE = (
     r"(?:(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))(?:(?i:mrs|mr|dr|prof)|MS|Ms|(?<!\d)(?<!\d\s)(?:mS|ms(?=\.)))"
     r"|(?i:mrs|mr|dr|prof)(?=\.))"
 )
+# Labels that name a patient's identifier, whatever joins them to it: "MRN: 123", "MRN#123", "MRN-123",
+# "MRN=123", "patient id/48213", "Patient #A1234". The value holds a digit, so "the MRN field" is no id.
+_ID_LABEL = (
+    r"(?:MRN|medical\s+record(?:\s+(?:number|no\.?|#))?"
+    r"|(?:patient|chart|member|subscriber|health\s+plan)\s*(?:id(?:entifier)?|number|no\.?|#))"
+)
+_ID_VALUE = r"(?=[A-Z0-9-]*\d)[A-Z0-9][A-Z0-9-]{3,}"
+# One to three characters of any punctuation (or spaces) between an SSN's groups: 123-45-6789, 123.45.6789,
+# 123 45 6789, 123/45/6789, 123_45_6789, 123 - 45 - 6789. A group that is part of a decimal is no group.
+_SSN_GAP = r"(?:\s*[^\sA-Za-z0-9]\s*|\s+)"
+# Post-nominal titles after a name: "John Smith MD", "Jane Doe, RN", "Smith PhD", "Lee, M.D.".
+_POST_NOMINALS = (
+    r"(?:M\.?D|D\.?O|R\.?N|N\.?P|Ph\.?D|PA-C|DDS|DMD|PharmD|DNP|FNP|MBBS|MBChB|FRCP|FACP|LPN|APRN|CRNA|CNM"
+    r"|LCSW|MSN|BSN|DPT|MPH)\.?"
+)
+_NAME_WORD = r"[A-Z\u00c0-\u00d6\u00d8-\u00de][a-z\u00df-\u00f6\u00f8-\u00ff'\u2019-]+"  # Latin letters, accents too
+# A name word starts a word, or a capital glued to a lowercase letter ("notesJohn Smith MD").
+_NAME_START = r"(?:(?<![A-Za-z\u00c0-\u00ff])|(?<=[a-z])(?=[A-Z]))"
+# A title ends where a word would not go on; a capital starting a glued word ("MDReviewed") ends it too,
+# but "RNA" or "NPM" is a word of its own.
+_TITLE_END = r"(?![a-z])(?!(?<=[A-Z])[A-Z](?![a-z]))"
+# Spelled-out honorifics before a capitalised name ("Sister Mary", "Father Brown"), and abbreviated ones
+# that need their dot ("Rev. Green", "Sr. Agnes"). "Master" (Master Patient Index) and "Judge" (a judge
+# model) are left out: in step summaries they are mostly not titles.
+_HONORIFICS = (
+    r"(?:(?:Miss|Mx|Nurse|Patient|Doctor|Sister|Brother|Father|Mother|Reverend|Rabbi|Pastor|Imam|Sir|Dame|Lady"
+    r"|Lord|Madam|Madame|Mme|Mlle|Mister|Professor|Matron|Midwife|Captain|Sergeant|Colonel|Lieutenant|Herr|Frau"
+    r"|Se[nñ]ora?)\.?\s+"
+    r"|(?:Sra?|Fr|Rev|Capt|Sgt|Col|Lt|Hon|Br)\.\s*)"
+)
+
+
+class _Icd10:
+    """ICD-10 codes of every chapter (A00-Z99), 3 to 7 characters, with or without the dot.
+
+    A code is a capital, two digits (or C4A, C7A, C7B, D3A, M1A, Z3A), then up to four more (after a dot or not):
+    ``I10``, ``E11.9``, ``E119``, ``U07.1``, ``S72.001A``, ``S72001A``. Capitals only: lowercase
+    ``p95`` or ``v2.1.3`` is no code. Two contexts tell an undotted shape apart, at the price of
+    missing a code written right after them: an error word before it ("error E1234", "exit code
+    A100", "status E42") makes it an error code, and "P50/P90/P95/P99/P999" before "latency",
+    "ms" or "response time" a percentile. A dotted code is a code whatever comes before it.
+    """
+
+    # A code starts a word, or is glued to a lowercase one ("notesS72.001A"); it may not go on in lowercase.
+    # Its third character is a digit but in ICD-10-CM's six categories C4A, C7A, C7B, D3A, M1A and Z3A,
+    # so "E2E" or "B2B" is no code.
+    _CODE = re.compile(
+        r"(?:(?<![A-Za-z0-9])|(?<=[a-z]))[A-Z]\d(?:\d|(?<=C[47]|D3|M1|Z3)A|(?<=C7)B)"
+        r"(?P<dotted>\.[0-9A-Z]{1,4})?(?(dotted)|[0-9A-Z]{0,4})(?![a-z0-9])"
+    )
+    _ERROR_BEFORE = re.compile(
+        r"(?:error|err|errno|fault|warning|warn|alarm|alert|exit|status|event)(?:\s+code)?[\s:#=-]*$", re.I
+    )
+    _PERCENTILE = re.compile(r"P(?:50|75|90|95|99|999)")
+    _PERCENTILE_AFTER = re.compile(r"\s*(?:latency|response|duration|ms\b|s\b|percentile)", re.I)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """The first code in ``text`` that no context explains away."""
+        for match in self._CODE.finditer(text):
+            if match.group("dotted"):
+                return match
+            if self._ERROR_BEFORE.search(text, 0, match.start()):
+                continue
+            if self._PERCENTILE.fullmatch(match.group()) and self._PERCENTILE_AFTER.match(text, match.end()):
+                continue
+            return match
+        return None
+
+
+class _Pattern(Protocol):
+    def search(self, text: str) -> re.Match[str] | None: ...
+
+
 # Digit patterns use digit lookarounds rather than word boundaries, and keyword patterns have no
 # leading boundary, so a fragment glued to other text ("notesMRN: 123", "6789Reviewed") still counts.
-BANNED: dict[str, re.Pattern[str]] = {
-    "mrn": re.compile(r"(?:MRN|medical\s+record(?:\s+(?:number|no\.?|#))?)\s*[:#]?\s*[A-Z0-9-]{4,}", re.I),
+BANNED: dict[str, _Pattern] = {
+    "mrn": re.compile(rf"{_ID_LABEL}[\W_]{{0,3}}{_ID_VALUE}", re.I),
     # Nine or more digits in a row, or in groups joined by one space or dash ("1234 5678 9012"); a
     # colon, slash or decimal point ends a run, so times, slashed dates and decimals stay short.
     "long_id": re.compile(r"(?<!\d)(?<!\d\.)(?=(?:\d[ -]?){8}\d)"),
-    "ssn": re.compile(r"(?<!\d)\d{3}[-\s]\d{2}[-\s]\d{4}(?!\d)"),
+    "ssn": re.compile(rf"(?<!\d)(?<!\d[.,])\d{{3}}{_SSN_GAP}\d{{2}}{_SSN_GAP}\d{{4}}(?!\d)(?![.,]\d)"),
     "dob": re.compile(r"(?:DOB|D\.O\.B\.?|date\s+of\s+birth|born(?:\s+on)?)(?![a-z])\s*[:\-]?", re.I),
     "iso_date": re.compile(r"(?<!\d)(?:19|20)\d{2}[-/.](?:0?[1-9]|1[0-2])[-/.](?:0?[1-9]|[12]\d|3[01])(?!\d)"),
     "phone": re.compile(r"(?:\+?1[\s.-]?)?(?:\(\d{3}\)|(?<!\d)\d{3})[\s.-]?\d{3}[\s.-]?\d{4}(?!\d)"),
@@ -53,10 +127,11 @@ BANNED: dict[str, re.Pattern[str]] = {
     "medication_dose": re.compile(
         rf"(?:{_DOSE_START}\d+(?:[.,]\d+)?\s*{_DOSE_UNITS}|{_NUMBER_WORDS}[\s-]+{_SPELLED_DOSE_UNITS}){_UNIT_END}", re.I
     ),
-    "icd10": re.compile(r"(?<![A-Za-z0-9])[A-TV-Z]\d[0-9A-Z](?:\.[0-9A-Z]{1,4})?(?![a-z0-9])"),
+    "icd10": _Icd10(),
     "titled_name": re.compile(
         rf"(?:{_ANY_CASE_TITLE}(?:\.\s*|\s+)(?i:[a-z][a-z'\u2019-]+)"
-        r"|(?:Miss|Mx|Nurse|Patient|Doctor)\.?\s+[A-Z][a-z'\u2019-]+)"
+        rf"|{_HONORIFICS}{_NAME_WORD}"
+        rf"|{_NAME_START}{_NAME_WORD}(?:\s+{_NAME_WORD})*,?\s+{_POST_NOMINALS}{_TITLE_END})"
     ),
 }
 
