@@ -161,6 +161,8 @@ def test_a_strong_result_records_retrieval_prompt_and_verdict_and_becomes_a_path
     assert [s["step_kind"] for s in steps] == ["retrieval", "llm_prompt", "verdict"]
     assert [s["parent_step_ids"] for s in steps[1:]] == [[steps[0]["step_id"]], [steps[1]["step_id"]]]
     assert steps[1]["back_refs"]["llm_call_log_ref"].endswith("/model-1")
+    assert (steps[1]["outputs"]["total_tokens"], steps[1]["outputs"]["finish_reason"]) == (18, "stop")
+    assert len(steps[0]["outputs"]["document_ids"]) == 3  # the documents retrieved, by id
     assert steps[2]["back_refs"]["memory_claim_ref"] == finding.claim_id
     for step in steps:  # summaries describe the step: counts, never the question or the evidence
         assert "HbA1c" not in step["summary_text"] and "adherence" not in step["summary_text"]
@@ -325,6 +327,7 @@ def test_the_critic_walks_the_citations_asks_the_model_and_records_its_verdict(
     assert [s["step_kind"] for s in steps] == ["graph_walk", "llm_prompt", "verdict"]
     assert {s["back_refs"]["memory_claim_ref"] for s in steps} == {"clm_test"}
     assert steps[1]["back_refs"]["llm_call_log_ref"]
+    assert (steps[1]["outputs"]["total_tokens"], steps[1]["outputs"]["usage_source"]) == (18, "server")
     assert steps[0]["summary_text"] == "Followed 2 citations: 2 present, 0 changed, 0 gone"
 
 
@@ -415,6 +418,7 @@ def test_the_correlators_prompt_step_points_to_the_log_line_of_its_model_call(
     assert [s["step_kind"] for s in steps] == ["aggregation", "llm_prompt", "verdict"]
     ref = str(getattr(logged, "model_call_ref", ""))  # the log line's extra
     assert ref.endswith("/model-1") and steps[1]["back_refs"]["llm_call_log_ref"] == ref
+    assert steps[1]["outputs"]["total_tokens"] == getattr(logged, "tokens", None) == 18
 
 
 def test_too_few_flows_keep_observing_without_a_model_call(

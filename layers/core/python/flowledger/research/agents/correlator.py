@@ -173,5 +173,6 @@ class Correlator:
             f"The model weighed the aggregate of {found.flows} flows",
             latency_ms=latency,
             back_refs={"llm_call_log_ref": ref},
+            outputs=recording.last_model_call,
         )
         return Recommendation(found.trigger_type, str(data["recommendation"]), str(data["reason_code"]), found)

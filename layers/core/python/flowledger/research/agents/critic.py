@@ -187,6 +187,7 @@ class Critic:
             f"The model judged the claim against {len(walked.present)} excerpts",
             latency_ms=latency,
             back_refs={"llm_call_log_ref": ref, "memory_claim_ref": claim.claim_id},
+            outputs=recording.last_model_call,
         )
         recording.step(
             "verdict",

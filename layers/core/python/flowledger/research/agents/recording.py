@@ -22,6 +22,7 @@ from flowledger.ids import new_id
 from flowledger.llm.ports import ChatModel, JsonSchema, Message, Reply
 from flowledger.llm.retry import RetryPolicy
 from flowledger.reasoning.recorder import FlowHandle, InProcessTransport, ReasoningFlowRecorder, recorder_for
+from flowledger.reasoning.step_evidence import model_call_outputs
 from flowledger.services import Services
 
 logger = logging.getLogger("flowledger.research.agents")
@@ -56,6 +57,8 @@ class AgentRecording:
     run_id: str = field(default_factory=lambda: new_id("ra_"))
     last_step: str | None = None
     model_calls: int = 0
+    # The last answered model call's token usage and finish reason: the outputs of the step that made it.
+    last_model_call: dict[str, Any] = field(default_factory=dict)
 
     @property
     def flow_id(self) -> str | None:
@@ -105,6 +108,7 @@ class AgentRecording:
             return reply, latency
 
         (reply, latency), _ = policy.run(attempt)
+        self.last_model_call = model_call_outputs(reply)
         return reply, refs[-1], latency
 
 

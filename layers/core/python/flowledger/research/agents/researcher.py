@@ -30,6 +30,7 @@ from flowledger.knowledge.scopes import GLOBAL, MAX_SCOPES_PER_LOOKUP
 from flowledger.llm.ports import ChatModel, Message, ModelError
 from flowledger.llm.retry import HarnessRetryPolicies
 from flowledger.reasoning.recorder import ReasoningFlowRecorder
+from flowledger.reasoning.step_evidence import MAX_RECORDED_DOCUMENTS, clip
 from flowledger.research.agents.recording import AgentGaveUp, AgentRecording, recorded, timed
 from flowledger.research.loop import WEAK_COMPOSITE_K, ResearchResult, on_research_result
 from flowledger.services import Services
@@ -199,7 +200,12 @@ class Researcher:
             f"Ran {len(queries)} queries; {len(evidence)} documents found by {gathered.answered} of them",
             latency_ms=gathered.latency_ms,
             confidence=score,
-            outputs={"queries": len(queries), "documents": len(evidence), "composite_k": score},
+            outputs={
+                "queries": len(queries),
+                "documents": len(evidence),
+                "composite_k": score,
+                "document_ids": [clip(e.hit.document_id, 128) for e in evidence[:MAX_RECORDED_DOCUMENTS]],
+            },
         )
         if not evidence:
             recording.step(
@@ -215,7 +221,7 @@ class Researcher:
             latency_ms=latency,
             confidence=score,
             back_refs={"llm_call_log_ref": ref},
-            outputs={"cited": cited},
+            outputs={"cited": cited, **recording.last_model_call},
         )
         weak = is_weak(len(evidence), score, cited)
         claim_id = None if weak else new_id("clm_")
