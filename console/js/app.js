@@ -1,6 +1,7 @@
 // Routes a /console/... address to its page module. Pages are plain links (no client-side history):
 // every page loads on its own, so a copied address always opens the same view.
 
+import { audience } from "/console/js/audience.js";
 import { h, problem, replace } from "/console/js/dom.js";
 
 const ROUTES = [
@@ -11,7 +12,8 @@ const ROUTES = [
   [/^\/console\/pathways\/?$/, "pathways", "pathways"],
   [/^\/console\/chat\/?$/, "chat", "chat"],
   [/^\/console\/patient\/?$/, "profile", "patient"],
-  [/^\/console\/patient\/flows\/([^/]+)$/, "patient", "patient"],
+  [/^\/console\/patient\/flows\/?$/, "patient", "patient/flows"],
+  [/^\/console\/patient\/flows\/([^/]+)$/, "patient", "patient/flows"],
 ];
 
 function markSection(section) {
@@ -22,9 +24,24 @@ function markSection(section) {
   }
 }
 
+/** Show each nav link only to whoever may use its pages (none while nobody has signed in). */
+async function showNav() {
+  const who = await audience().catch(() => null);
+  for (const item of document.querySelectorAll("header nav li[data-for]")) {
+    item.hidden = !who?.[item.dataset.for];
+  }
+  return who;
+}
+
 async function start() {
   const main = document.getElementById("main");
   const path = window.location.pathname;
+  const who = await showNav();
+  // The landing page is the operators' flows list; a patient's is their own explanations.
+  if (/^\/console\/?$/.test(path) && who?.patient && !who.operator) {
+    window.location.replace("/console/patient/flows");
+    return;
+  }
   for (const [pattern, module, section] of ROUTES) {
     const match = pattern.exec(path);
     if (!match) continue;
@@ -35,6 +52,7 @@ async function start() {
     } catch (error) {
       replace(main, h("h1", {}, "Something went wrong"), problem(error));
     }
+    await showNav(); // a page's first call may have signed someone in (cognito.js)
     main.dataset.ready = "true"; // the browser tests wait for this
     return;
   }

@@ -213,8 +213,8 @@ def test_trace_search_shows_only_the_other_traces_flow(
 
 def test_malformed_ids_are_refused_in_the_page_before_any_call(page: Any, console_server: RunningServer) -> None:
     calls: list[str] = []
+    open_console(page, console_server, "flows")  # the landing page lists flows: calls counted from here
     page.on("request", lambda request: calls.append(request.url) if "/admin/" in request.url else None)
-    open_console(page, console_server, "flows")
     start = page.url
 
     page.get_by_role("button", name="Search").click()

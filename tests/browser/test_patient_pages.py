@@ -161,7 +161,7 @@ def test_consent_round_trip_through_the_profile_page(page: Any, server: RunningS
     link.click()
     page.wait_for_selector(READY)
     assert page.evaluate("location.pathname") == "/console/patient"
-    assert page.title() == "My explanations · Flowledger"
+    assert page.title() == "Explanation settings · Flowledger"
     toggle = page.get_by_role("checkbox", name="Let me read explanations")
     assert not toggle.is_checked()
 
@@ -226,9 +226,9 @@ def test_a_closed_flow_reads_as_a_plain_narrative_with_the_audience_radar(
     assert serious_violations(page) == []
     screenshot(page, "patient-narrative")
 
-    tab_to(page, "main a[href='/console/patient']")
+    tab_to(page, "main a[href='/console/patient/flows']")
     page.keyboard.press("Enter")
-    page.wait_for_url("**/console/patient")
+    page.wait_for_url("**/console/patient/flows")
     page.wait_for_selector(READY)
     assert page.get_by_role("heading", name="My explanations", level=1).is_visible()
 

@@ -1,4 +1,6 @@
-// A patient's explanation of one reasoning flow (/console/patient/flows/{id}), in plain language: what it
+// A patient's own explanations (/console/patient/flows): newest first, a page at a time, each opening its
+// explanation; what an item says of a flow is what its explanation would (what it was about only once it
+// can be read). Then one explanation (/console/patient/flows/{id}), in plain language: what it
 // was about, the steps, the result, the radar with the audience labels the API sends, and the disclaimer.
 // While the flow is still running (202) the page says so and checks again by itself; a refusal (403) is
 // said gently. The patient narrative route allows 30 reads per 5 minutes, so the re-checks slow down.
@@ -16,8 +18,9 @@ export function recheckDelay(n) {
   return Math.min(30_000, 3_000 + 2_000 * n);
 }
 
-export async function render(main, { id }) {
+export async function render(main, { id, query }) {
   stylesheet("/console/css/patient.css");
+  if (!id) return renderList(main, query);
   document.title = "Your explanation · Flowledger";
   const view = new ExplanationView(main, id);
   await view.load();
@@ -202,5 +205,71 @@ function gentle(title, text, ...more) {
 }
 
 function backLink() {
-  return h("p", {}, h("a", { href: PROFILE }, "Back to my explanations"));
+  return h("p", {}, h("a", { href: LIST }, "Back to my explanations"));
+}
+
+// ---- the list ------------------------------------------------------------------------------------------
+
+const LIST = "/console/patient/flows";
+const CURSOR = /^[A-Za-z0-9_=-]{1,600}$/;
+
+async function renderList(main, query) {
+  document.title = "My explanations · Flowledger";
+  const raw = query?.get("cursor") || "";
+  const cursor = CURSOR.test(raw) ? raw : null;
+  let page;
+  try {
+    page = (await patientFetch("/api/reasoning/flows", { query: { limit: 20, cursor } })).body;
+  } catch (error) {
+    replace(main, h("h1", {}, "My explanations"), listRefusal(error));
+    return;
+  }
+  const items = page.flows.map(listItem);
+  const nav = h(
+    "nav",
+    { class: "pager", "aria-label": "Older and newer explanations" },
+    cursor ? h("a", { href: LIST }, "Newest explanations") : null,
+    page.next_cursor ? h("a", { href: `${LIST}?cursor=${encodeURIComponent(page.next_cursor)}`, rel: "next" }, "Older explanations") : null,
+  );
+  replace(
+    main,
+    h("h1", {}, "My explanations"),
+    h("p", { class: "muted" }, "What the system did before it suggested something for you, newest first."),
+    items.length
+      ? h("ol", { class: "patient-list" }, items)
+      : h("p", { class: "empty" }, cursor ? "No older explanations." : "You have no explanations yet."),
+    nav,
+    h("p", {}, h("a", { href: PROFILE }, "Explanation settings")),
+  );
+}
+
+function listItem(flow) {
+  const href = `${LIST}/${encodeURIComponent(flow.flow_id)}`;
+  const title = flow.explained
+    ? flow.trigger_summary
+    : flow.state === "active"
+      ? "Still in progress"
+      : "Ask your care team about this one";
+  const status = flow.explained ? "Ready to read" : flow.state === "active" ? "In progress" : "Through your care team";
+  return h(
+    "li",
+    { class: "patient-item" },
+    h("a", { href }, title),
+    h("p", { class: "muted" }, "Started ", h("time", { datetime: flow.started_at }, when(flow.started_at)), ` · ${status}`),
+  );
+}
+
+function listRefusal(error) {
+  const code = error instanceof ApiError ? error.code : null;
+  if (code === "consent_required") {
+    return gentle(
+      "Explanations are turned off",
+      "You have not turned on explanations of your care yet.",
+      h("a", { href: PROFILE }, "Turn on explanations on your profile page"),
+    );
+  }
+  if (error instanceof ApiError && error.status === 422) {
+    return gentle("This list has changed", "Please start again from your newest explanations.", h("a", { href: LIST }, "Newest explanations"));
+  }
+  return refusal(error);
 }

@@ -9,11 +9,12 @@ const CONSENT = "/api/reasoning/consent";
 
 export async function render(main) {
   stylesheet("/console/css/patient.css");
-  document.title = "My explanations · Flowledger";
+  document.title = "Explanation settings · Flowledger";
   const cfg = await config().catch(() => ({}));
   replace(
     main,
-    h("h1", {}, "My explanations"),
+    h("h1", {}, "Explanation settings"),
+    h("p", {}, h("a", { href: "/console/patient/flows" }, "See my explanations")),
     await consentPanel(),
     openPanel(),
     cfg.mode === "local" ? tokenPanel() : null,
