@@ -32,7 +32,7 @@ def test_a_chosen_flow_id_is_kept_and_a_second_open_under_it_is_409(
     status, body = _post(load_function, rest_event, lambda_context, {**START, "flow_id": chosen})
     assert status == 201 and body["flow_id"] == chosen
     status, body = _post(load_function, rest_event, lambda_context, {**START, "flow_id": chosen})
-    assert status == 409, body
+    assert status == 409 and f"flow {chosen} already exists" in body["message"], body
 
 
 def test_a_malformed_chosen_flow_id_is_422(

@@ -60,11 +60,12 @@ def test_a_follow_up_with_the_table_still_selected_keeps_the_previous_grouping(w
 
 
 def test_a_cut_table_says_how_many_of_how_many_rows_and_is_partly_covered(world: World) -> None:
-    table = world.upload(world.workspace(), "stores.csv", rows_csv(60))
+    # 120 stores: past the plan's default limit (100), so the total is counted, not the rows fetched.
+    table = world.upload(world.workspace(), "stores.csv", rows_csv(120))
     outcome = table_turn(world, ANN, table, "total amount by store")
     result = only_table(outcome)
-    assert (result["rows_shown"], result["total_rows"]) == (50, 60)
+    assert (result["rows_shown"], result["total_rows"]) == (50, 120)
     stores = [row[0] for row in result["rows"]]
-    assert stores == sorted(f"store-{n}" for n in range(60))[:50]  # the first 50 in key order, not by amount
-    assert "stores.csv: the table shows 50 of 60 rows." in outcome["content"]["limitations"]
+    assert stores == sorted(f"store-{n}" for n in range(120))[:50]  # the first 50 in key order, not by amount
+    assert "stores.csv: the table shows 50 of 120 rows." in outcome["content"]["limitations"]
     assert 0 < coverage(outcome) < 1
