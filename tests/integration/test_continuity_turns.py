@@ -452,9 +452,13 @@ def test_the_flow_records_the_grounding_step_with_codes_only(world: World) -> No
     assert grounding.outputs["decision"] == "tabular" and "NEW_GROUPING" in grounding.outputs["reasons"]
     assert grounding.outputs["source_outcomes"] == {"rerun": 1}
     assert grounding.parent_step_ids == [steps[0].step_id]
-    # Codes and counts only: no file name, no query, no figure of the table.
-    written = json.dumps([grounding.summary_text, grounding.outputs])
+    # Open fields hold codes, counts and ids only: no file name, no query, no figure of the table.
+    open_outputs = {k: v for k, v in grounding.outputs.items() if k not in grounding.pii_fields.outputs}
+    written = json.dumps([grounding.summary_text, open_outputs])
     assert "sales" not in written and "region" not in written.replace("NEW_GROUPING", "") and "north" not in written
+    # The plan the table ran and the evidence it gave are recorded, sealed.
+    assert (grounding.pii_fields.inputs, grounding.pii_fields.outputs) == (["table_plans"], ["documents"])
+    assert "region" in json.dumps(grounding.inputs["table_plans"]) and grounding.outputs["documents"]
 
 
 class SmallTalkFirst:

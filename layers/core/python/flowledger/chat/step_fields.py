@@ -7,6 +7,7 @@ Sealed: what the user wrote and what their documents say (the query, excerpts, t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flowledger.chat.executors import Execution
@@ -16,7 +17,6 @@ from flowledger.reasoning.step_evidence import (
     MAX_RECORDED_DOCUMENTS,
     MAX_RECORDED_TEXT_CHARS,
     clip,
-    clipped_value,
     documents,
     fitted,
 )
@@ -42,10 +42,7 @@ def grounding_fields(grounding: Any) -> dict[str, Any]:
     sealed_inputs: list[str] = []
     sealed_outputs: list[str] = []
     plans = [
-        {
-            "document_id": clip(str(run.get("document_id", "")), 128),
-            "plan": clipped_value(run.get("plan"), MAX_RECORDED_TEXT_CHARS),
-        }
+        {"document_id": clip(str(run.get("document_id", "")), 128), "plan": _plan(run.get("plan"))}
         for run in grounding.tabular_runs[:MAX_RECORDED_PLANS]
     ]
     if plans:
@@ -61,6 +58,14 @@ def grounding_fields(grounding: Any) -> dict[str, Any]:
         sealed_outputs.append("documents")
     inputs, outputs = fitted(inputs, outputs)
     return {"inputs": inputs, "outputs": outputs, "pii_fields": {"inputs": sealed_inputs, "outputs": sealed_outputs}}
+
+
+def _plan(plan: Any) -> Any:
+    """A table plan as recorded: the plan itself when small, else its JSON text cut to the bound."""
+    text = json.dumps(plan, default=str, ensure_ascii=False)
+    return (
+        plan if isinstance(plan, dict) and len(text) <= MAX_RECORDED_TEXT_CHARS else clip(text, MAX_RECORDED_TEXT_CHARS)
+    )
 
 
 def executor_fields(intent: Intent, query: str, execution: Execution) -> dict[str, Any]:
