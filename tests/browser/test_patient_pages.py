@@ -66,7 +66,9 @@ def patient(api: Api, patient_id: str) -> str:
     return api.token(f"u-{patient_id}", ["reasoning.read"], patient_id=patient_id)
 
 
-def open_flow(api: Api, patient_id: str, steps: list[tuple[str, str, str, float]], trigger: str = TRIGGER) -> str:
+def open_flow(
+    api: Api, patient_id: str, steps: list[tuple[str, str, str, float | None]], trigger: str = TRIGGER
+) -> str:
     token = writer(api)
     flow = api.bearer(
         "POST",
@@ -84,7 +86,7 @@ def open_flow(api: Api, patient_id: str, steps: list[tuple[str, str, str, float]
     return str(flow["flow_id"])
 
 
-def add_steps(api: Api, flow_id: str, steps: list[tuple[str, str, str, float]]) -> None:
+def add_steps(api: Api, flow_id: str, steps: list[tuple[str, str, str, float | None]]) -> None:
     body = {
         "steps": [
             {"step_kind": kind, "agent": agent, "summary_text": text, "confidence": confidence}
@@ -118,6 +120,11 @@ def stored_consent(api: Api, patient_id: str) -> bool:
 def narrative_status(api: Api, patient_id: str, flow_id: str) -> tuple[int, str | None]:
     response = api.bearer("GET", f"/api/reasoning/flows/{flow_id}", patient(api, patient_id))
     return response.status_code, response.json().get("error")
+
+
+def narrative_radar(api: Api, patient_id: str, flow_id: str) -> list[dict[str, Any]]:
+    answer = api.bearer("GET", f"/api/reasoning/flows/{flow_id}", patient(api, patient_id), expect=200).json()
+    return list(answer["radar"])
 
 
 # ---- the page -----------------------------------------------------------------------------------------
@@ -213,8 +220,10 @@ def test_a_closed_flow_reads_as_a_plain_narrative_with_the_audience_radar(
     label = radar.get_attribute("aria-label")
     assert all(name in label for name in AUDIENCE_LABELS), label
     vertex_titles = radar.evaluate("svg => [...svg.querySelectorAll('circle > title')].map(t => t.textContent)")
-    assert len(vertex_titles) == len(AUDIENCE_LABELS)
-    assert [t.split(":")[0] for t in vertex_titles] == list(AUDIENCE_LABELS)
+    # A vertex for each rated axis (a fresh server has no pathway snapshot: its family's axes are not rated).
+    sent = narrative_radar(seed, "p-reader", flow_id)
+    assert [t.split(":")[0] for t in vertex_titles] == [a["label"] for a in sent if a["score"] is not None]
+    assert [a["label"] for a in sent] == list(AUDIENCE_LABELS)
     for name in ("Evidence breadth", "Care team agreement", "Caution flags"):
         assert page.locator("main dl.patient-axes dt", has_text=name).is_visible()
     # No internal name anywhere a patient (or a screen reader) meets it: the text, the chart, its tooltips.
@@ -332,3 +341,31 @@ def test_the_patient_pages_fit_a_phone(page: Any, server: RunningServer, seed: A
     open_console(page, server, "patient")
     page.get_by_text("Use another sign-in token").click()
     no_horizontal_overflow(page)
+
+
+def test_axes_without_data_read_not_rated_never_low_or_high(page: Any, server: RunningServer, seed: Api) -> None:
+    """A chat turn whose steps and outcome carry no confidence: no "Confidence low", no "Caution flags high"."""
+    steps = [
+        ("retrieval", "chat", "Looked up the clinical guidelines", None),
+        ("llm_prompt", "chat", "Drafted an answer", None),
+    ]
+    flow_id = open_flow(seed, "p-unrated", steps)
+    body = {"state": "completed", "outcome": {"type": "recommendation_delivered", "summary": OUTCOME}}
+    seed.bearer("PATCH", f"/api/reasoning/flows/{flow_id}", writer(seed), body, expect=200)
+    opt_in(seed, "p-unrated")
+    as_patient(page, seed, "p-unrated")
+    open_console(page, server, f"patient/flows/{flow_id}")
+
+    axes = page.locator("main dl.patient-axes > div")
+    said = {axes.nth(n).locator("dt").inner_text(): axes.nth(n).locator("dd").inner_text() for n in range(axes.count())}
+    for name in ("Confidence", "Caution flags", "Care team agreement", "Established practice", "Freshness"):
+        assert said[name] == "not rated", (name, said)
+    assert said["Evidence breadth"] == "medium (3 of 7)"  # two kinds of evidence were recorded: rated
+    radar = page.locator("main svg[role='img']")
+    label = radar.get_attribute("aria-label")
+    assert "Confidence not rated" in label and "Caution flags not rated" in label, label
+    assert not re.search(r"Confidence (low|medium|high)|Caution flags (low|medium|high)", label + main_text(page))
+    vertex_titles = radar.evaluate("svg => [...svg.querySelectorAll('circle > title')].map(t => t.textContent)")
+    assert vertex_titles == ["Evidence breadth: medium (3 of 7)"]  # no vertex drawn at the centre as a 0
+    assert radar.locator("line.radar-spoke.not-rated").count() == 5
+    assert serious_violations(page) == []
