@@ -151,7 +151,7 @@ def test_recency_is_fresh_for_a_week_and_gone_at_ninety_days() -> None:
     assert recency_score(None, NOW) == 0
 
 
-def _view(pathway_id: str, **scores: int) -> PathwayView:
+def _view(pathway_id: str, **scores: int | None) -> PathwayView:
     axes = {a: 3 for a in ("confidence", "coverage", "maturity", "recency", "consensus", "risk")} | scores
     return PathwayView(
         pathway_id=pathway_id,
@@ -180,6 +180,15 @@ def test_an_even_comparison_prefers_lower_risk_then_neither() -> None:
     assert compare_views(_view("pw_a", risk=2, coverage=2), _view("pw_b")).dominant == "pw_a"
     even = compare_views(_view("pw_a"), _view("pw_b"))
     assert even.dominant is None and "equal risk" in even.reasoning
+
+
+def test_an_axis_not_rated_on_one_side_has_no_delta_and_counts_for_neither() -> None:
+    # pw_a's 7 Consensus is not compared with a Consensus pw_b has no data for: without it they are even.
+    result = compare_views(_view("pw_a", consensus=7), _view("pw_b", consensus=None))
+    assert [(d.axis, d.first, d.second, d.delta) for d in result.deltas][-1] == ("consensus", 7, None, None)
+    assert result.dominant is None and "equal risk" in result.reasoning
+    unrated_risk = compare_views(_view("pw_a", risk=None), _view("pw_b", risk=1))
+    assert unrated_risk.dominant is None and "risk not rated" in unrated_risk.reasoning
 
 
 def test_ties_at_the_cut_off_go_to_the_most_hit_then_the_lower_id() -> None:
