@@ -112,3 +112,15 @@ def test_a_stream_ends_with_a_usage_chunk_on_llama_server_only(
     else:
         assert usage == []
     assert server.refusals(mark) == []
+
+
+def test_a_model_step_records_the_servers_usage_and_finish_reason(server: ModelServer) -> None:
+    from flowledger.llm.openai_adapter import OpenAIChatModel
+    from flowledger.llm.ports import Message
+    from flowledger.reasoning.step_evidence import model_call_outputs
+
+    model = OpenAIChatModel(server.model, None, server.base_url)
+    reply = model.complete([Message("user", "Tell me a long story about a cat.")], timeout_seconds=120, max_tokens=16)
+    recorded = model_call_outputs(reply)  # what a flow's model step holds
+    assert (recorded["usage_source"], recorded["finish_reason"]) == ("server", "length")
+    assert 0 < recorded["completion_tokens"] <= 16 and recorded["prompt_tokens"] > 0
