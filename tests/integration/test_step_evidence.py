@@ -193,3 +193,17 @@ def test_the_narrative_and_the_export_carry_no_step_evidence(services: Services,
     exported = records[0].model_dump_json()
     for leaked in (NAME, "SELECT", "Springfield", "first_rows", "total_tokens", SEALED_MARKER, "p-ann"):
         assert leaked not in exported
+
+
+def test_evidence_that_cannot_be_recorded_never_fails_the_step(services: Services) -> None:
+    recorder = ReasoningFlowRecorder(InProcessTransport(FlowService(services), WRITER))
+    odd = ToolResult(ToolOutcome.OK, "{}", rows=1, details={"columns": ["a"], "rows": 5})  # rows is not a list
+    with recorder.flow("user_question", "chat/run-odd", "A question") as flow:
+        observation = ObservationLedger("run_odd").record("query_sql", {}, odd)
+        DiagnosisRecording(flow, "run_odd", None).tool_call(observation, 1)
+    (step,) = FlowService(services).admin_flow(ADMIN, flow.flow_id or "").steps
+    assert (step.summary_text, step.inputs, step.outputs) == (
+        "Called query_sql: ok, 1 result",
+        {"tool": "query_sql"},
+        {"observation_id": "run_odd/obs-1"},
+    )

@@ -13,6 +13,7 @@ personal data are declared in ``pii_fields`` and sealed by the flow service (see
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from flowledger.reasoning.step_evidence import (
     sql_text,
 )
 
+logger = logging.getLogger("flowledger.diagnosis")
 AGENT = "diagnosis_agent"
 RELEASE = "diagnosis_release"
 
@@ -86,7 +88,11 @@ class DiagnosisRecording:
         summary = (
             f"Called {observation.tool}: {result.outcome.value}, {result.rows} result{'s' if result.rows != 1 else ''}"
         )
-        inputs, outputs, pii = tool_fields(observation)
+        try:
+            inputs, outputs, pii = tool_fields(observation)
+        except Exception:  # recording never fails the agent: the step is kept, without its evidence
+            logger.warning("tool step evidence not recorded", extra={"tool": observation.tool}, exc_info=True)
+            inputs, outputs, pii = {"tool": observation.tool}, {"observation_id": observation.id}, {}
         self._step(
             "tool_call",
             AGENT,

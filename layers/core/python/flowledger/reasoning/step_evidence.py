@@ -129,7 +129,8 @@ def fitted(inputs: dict[str, Any], outputs: dict[str, Any]) -> tuple[dict[str, A
     """``inputs`` and ``outputs`` within :data:`MAX_STEP_EVIDENCE_BYTES`: the longest lists are halved until they fit.
 
     The per-value bounds above already keep a step far under it; this is the last guard, so no step is
-    ever refused (413) for its evidence. A halved list is marked ``<name>_truncated`` beside it.
+    refused (413) for its evidence. A halved list is marked ``<name>_truncated`` beside it. It never
+    raises: recording must not fail the agent.
     """
     while payload_bytes(inputs, outputs) > MAX_STEP_EVIDENCE_BYTES:
         side, name, values = max(
@@ -137,8 +138,8 @@ def fitted(inputs: dict[str, Any], outputs: dict[str, Any]) -> tuple[dict[str, A
             key=lambda found: len(json.dumps(found[2], default=str)),
             default=(None, "", []),
         )
-        if side is None:
-            raise ValueError("a step's scalar evidence exceeds its bound")  # the per-value bounds forbid it
+        if side is None:  # only scalars left, each bounded above: cannot happen; never fail the agent over it
+            break
         side[name] = values[: len(values) // 2]
         side[f"{name}_truncated"] = True
     return inputs, outputs
