@@ -248,7 +248,10 @@ def test_a_banned_fragment_anywhere_makes_the_summary_unsafe(safe: str, unsafe: 
     # "...FAVDr Who"), which the guard reads as part of the id by design: a number after a capital is no dose.
     if glue or not (safe[-1].isupper() or safe[-1].isdigit()):
         assert not check_summary(safe + glue + unsafe).safe
-    assert not check_summary(unsafe + glue + safe).safe
+    # Likewise a unit or title glued to a word in capitals ("40 MGHTTP", "RNHTTP") reads as one word, as
+    # "RNA" or "NPM" must; glued to a capitalised word ("RNReviewed") it still counts.
+    if glue or not safe[:2].isupper():
+        assert not check_summary(unsafe + glue + safe).safe
 
 
 @pytest.mark.parametrize(
