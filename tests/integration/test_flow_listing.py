@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from flowledger.local.datadir import DataDir
 from flowledger.services import Services, bootstrap
 from flowledger.store.cursors import decode_cursor, encode_cursor
+from tests.integration.test_cli import store as store  # the fixture: a data dir's store on moto
 from tests.integration.test_reasoning_routes import ADMIN, OTHER_PATIENT, PATIENT, WRITER, Call, ledger_actions
 from tests.integration.test_reasoning_routes import call as call  # the fixture
 
@@ -290,3 +292,35 @@ def test_the_patient_list_has_the_narratives_rate(call: Call, clock: Clock) -> N
         assert mine(call)[0] == 200
     status, body = mine(call)
     assert (status, body["error"]) == (429, "rate_limited")
+
+
+# ---- flows from before the list (`flowledger flows stamp-listing`) ------------------------------------
+
+
+def test_stamp_listing_brings_older_flows_into_the_list(
+    store: Services, data_dir: DataDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flows written before the list carry no listing_year nor agents: the CLI stamps them, once."""
+    from flowledger.cli import main
+    from flowledger.identity import Principal
+    from flowledger.reasoning.listing import FlowFilters, FlowListing
+    from flowledger.reasoning.models import FlowStart, StepCreate
+    from flowledger.reasoning.service import FlowService
+
+    writer = Principal(kind="user", id="agent-old", scopes=frozenset({"reasoning.write"}))
+    flows = FlowService(store)
+    old = flows.start_flow(writer, FlowStart(trigger_type="old_kind", trigger_ref="r", trigger_summary="An old one"))
+    step = StepCreate(step_kind="retrieval", agent="archivist", summary_text="Read the archive")
+    flows.add_step(writer, old.flow_id, step)
+    table = store.aws.table_name("flows")
+    key = {"flow_id": {"S": old.flow_id}}
+    store.aws.dynamodb.update_item(TableName=table, Key=key, UpdateExpression="REMOVE listing_year, agents")
+    listing = FlowListing(store)
+    assert listing.list_flows(FlowFilters(trigger_type="old_kind"), 10, None).flows == []
+
+    assert main(["flows", "stamp-listing", "--data-dir", str(data_dir.path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"stamped": 1}  # after the seeding's metrics
+    listed = listing.list_flows(FlowFilters(trigger_type="old_kind", agent="archivist"), 10, None).flows
+    assert [flow.flow_id for flow in listed] == [old.flow_id]
+    assert main(["flows", "stamp-listing", "--data-dir", str(data_dir.path)]) == 0
+    assert capsys.readouterr().out.strip() == "stamped 0 flow(s) for the flows list"

@@ -920,9 +920,9 @@ def _add_flows_commands(commands: Any) -> None:
         help="a signature corpus to use instead of the packaged one (flowledger/reasoning/expected_signatures.json)",
     )
     _json_option(check, "the counts and every flow's finding")
-    from flowledger.cli_flows import export, otel, replay
+    from flowledger.cli_flows import export, listing, otel, replay
 
-    for module in (export, replay, otel):
+    for module in (export, replay, otel, listing):
         module.add_command(flows)
 
 

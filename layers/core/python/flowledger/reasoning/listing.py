@@ -35,6 +35,7 @@ from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
 from flowledger.store.decoding import Skips, decoded, key_of
+from flowledger.store.paging import query_items, scan_items
 from flowledger.store.ratelimit import hit_rate_limit
 
 # No flow before this year carries listing_year (the index came with the list): the walk stops here
@@ -271,6 +272,59 @@ class FlowListing:
             pending = response.get("UnprocessedKeys") or {}
         present = [stored[flow_id] for flow_id in ids if flow_id in stored]
         return list(Skips("flows_list").readable(present, _flow))
+
+
+def stamp_unlisted_flows(services: Services) -> dict[str, int]:
+    """Once, after an upgrade: give each flow written before the list its ``listing_year`` and ``agents``.
+
+    Flows from before the list carry neither, so ``by_listing`` (filled by DynamoDB from what items
+    hold) leaves them out and the agent filter cannot find them. This reads the flows table once (the
+    one Scan here: a migration, never a listing) and each such flow's steps (their agents only), and
+    sets both with a condition, so a re-run or a flow written meanwhile is left as it is. Nothing but
+    ids and counts is logged or returned.
+    """
+    db = services.aws.dynamodb
+    flows, steps = services.aws.table_name("flows"), services.aws.table_name("steps")
+    stamped = 0
+    request: dict[str, Any] = {
+        "TableName": flows,
+        "FilterExpression": "attribute_not_exists(listing_year)",
+        "ProjectionExpression": "flow_id, created_at",
+    }
+    for item in scan_items(db, request):
+        flow_id, created_at = key_of(item, "flow_id"), item.get("created_at", {}).get("S", "")
+        if len(created_at) < 4:
+            continue  # not a readable flow: the undecodable-items repair names it elsewhere
+        agents = {
+            step["agent"]["S"]
+            for step in query_items(
+                db,
+                {
+                    "TableName": steps,
+                    "KeyConditionExpression": "flow_id = :f",
+                    "ExpressionAttributeValues": {":f": {"S": flow_id}},
+                    "ProjectionExpression": "#agent",
+                    "ExpressionAttributeNames": {"#agent": "agent"},  # a reserved word
+                },
+            )
+            if "S" in step.get("agent", {})
+        }
+        update = "SET listing_year = :y" + (" ADD agents :a" if agents else "")
+        values: dict[str, Any] = {":y": {"S": created_at[:4]}}
+        if agents:
+            values[":a"] = {"SS": sorted(agents)}
+        try:
+            db.update_item(
+                TableName=flows,
+                Key={"flow_id": {"S": flow_id}},
+                UpdateExpression=update,
+                ConditionExpression="attribute_exists(flow_id) AND attribute_not_exists(listing_year)",
+                ExpressionAttributeValues=values,
+            )
+        except db.exceptions.ConditionalCheckFailedException:
+            continue
+        stamped += 1
+    return {"stamped": stamped}
 
 
 # name on FlowFilters, attribute path on the flow item, how it compares
