@@ -19,6 +19,8 @@ from tests.browser.conftest import PHONE, READY, Api, open_console, screenshot, 
 from tests.e2e.conftest import RunningServer
 
 BATCH = 49  # steps:batch takes at most 49 steps (one DynamoDB transaction)
+PHI = "Ann Example"  # a sealed input: on the page only once an operator asks for it
+SQL = "SELECT month, region, SUM(amount) AS total FROM sales GROUP BY month, region"
 SIGV4 = "AWS4-HMAC-SHA256"
 
 
@@ -52,10 +54,11 @@ def seed_flow(
     steps: Sequence[dict[str, Any]] = (),
     patient_id: str | None = None,
     close: dict[str, Any] | None = None,
+    trigger_type: str = "lab_result",
 ) -> Seeded:
     """Open a flow, record ``steps`` in batches (a parent may be an earlier step), close it if asked."""
     body = {
-        "trigger_type": "lab_result",
+        "trigger_type": trigger_type,
         "trigger_ref": ref,
         "trigger_summary": f"New lab result {ref}",
         "trace_id": trace_id,
@@ -137,7 +140,34 @@ def small_flow(api: Api, writer: str) -> Seeded:
 
 @pytest.fixture(scope="module")
 def big_flow(api: Api, writer: str) -> Seeded:
-    return seed_flow(api, writer, trace_id=f"trace-big-{uuid.uuid4().hex[:8]}", ref="lab/big", steps=fan_in_steps(100))
+    """300 steps: six pages of 50 when the page reads ``?page_size=50``."""
+    return seed_flow(api, writer, trace_id=f"trace-big-{uuid.uuid4().hex[:8]}", ref="lab/big", steps=fan_in_steps(60))
+
+
+@pytest.fixture(scope="module")
+def evidence_flow(api: Api, writer: str) -> Seeded:
+    """A chat turn's flow (its trace id a chat session id) whose query step carries its evidence, one input sealed."""
+    question = step("retrieval", "chat", "Read the question")
+    rows = [{"month": f"2026-{m:02d}", "region": region, "total": 100.5 * m} for m in range(1, 6) for region in "ABCDE"]
+    query = step(
+        "tool_call",
+        "chat",
+        "Ran query_sql: 25 rows",
+        [question["step_id"]],
+        inputs={"sql": SQL, "patient_name": PHI},
+        outputs={"rows": rows, "row_count": 25, "excerpt": "x" * 3000},
+        pii_fields={"inputs": ["patient_name"]},
+        latency_ms=42,
+    )
+    flow = seed_flow(
+        api,
+        writer,
+        trace_id=new_id("ses_"),
+        ref="chat/run-1",
+        steps=[question, query],
+        trigger_type="chat_turn",
+    )
+    return flow
 
 
 def is_flows_listing(response: Any) -> bool:
@@ -145,6 +175,7 @@ def is_flows_listing(response: Any) -> bool:
 
 
 def is_flow_read(flow_id: str) -> Callable[[Any], bool]:
+    """The flow's own read (its metadata), not its steps."""
     return lambda response: response.url.endswith(f"/admin/v1/reasoning/flows/{flow_id}")
 
 
@@ -245,7 +276,9 @@ def test_open_flow_by_id_goes_to_its_page(page: Any, console_server: RunningServ
     assert page.locator("h1").inner_text() == f"Flow {small_flow.flow_id}"
 
 
-def test_flow_page_shows_the_metadata_and_the_dag(page: Any, console_server: RunningServer, small_flow: Seeded) -> None:
+def test_flow_page_shows_the_metadata_the_graph_and_the_table(
+    page: Any, console_server: RunningServer, small_flow: Seeded
+) -> None:
     with page.expect_response(is_flow_read(small_flow.flow_id)) as read:
         open_console(page, console_server, f"flows/{small_flow.flow_id}")
     assert_signed_ok(read.value)
@@ -262,75 +295,147 @@ def test_flow_page_shows_the_metadata_and_the_dag(page: Any, console_server: Run
     assert value("outcome") == "recommendation_delivered: Repeat the potassium test (confidence 0.80)"
     assert value("step_count") == "4"
     assert value("closed_at") != "—" and value("duration") not in ("", "still active")
+    assert value("dimension-maturity") == "not rated"  # no pathway family: not rated, never low
     trace = page.locator("[data-field='trace_id'] a")
     assert trace.inner_text() == small_flow.trace_id
     assert trace.get_attribute("href") == f"/console/flows?trace_id={small_flow.trace_id}"
+    assert page.locator("[data-field='conversation']").count() == 0  # a lab result came from no conversation
 
-    nodes = page.locator(".dag svg [data-step-id]")
+    nodes = page.locator(".fg-node[data-step-id]")
     assert sorted(nodes.evaluate_all("ns => ns.map(n => n.dataset.stepId)")) == sorted(
         s["step_id"] for s in small_flow.steps
     )
-    synthesis = small_flow.step_id(2)
-    into_synthesis = page.locator(f".dag svg path.edge[data-to='{synthesis}']")
-    assert into_synthesis.count() == 2
-    assert sorted(into_synthesis.evaluate_all("es => es.map(e => e.dataset.from)")) == sorted(
-        [small_flow.step_id(0), small_flow.step_id(1)]
-    )
-    assert into_synthesis.first.get_attribute("marker-end") == "url(#dag-arrow)"
-    assert page.locator(".dag svg marker#dag-arrow").count() == 1
-    assert page.locator(".dag svg path.edge").count() == edge_count(small_flow.steps) == 3
-    assert page.locator("table [data-step-row]").count() == 4
+    table = page.locator(".steps-scroll table")
+    assert table.get_attribute("aria-rowcount") == "5"  # four steps and the header
+    rows = page.locator(".steps-scroll tr[data-step-row]")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.stepRow)") == [s["step_id"] for s in small_flow.steps]
+    assert rows.evaluate_all("rs => rs.map(r => r.getAttribute('aria-rowindex'))") == ["2", "3", "4", "5"]
+    assert "#1, #2" in rows.nth(2).inner_text()  # the synthesis's parents, by number
     screenshot(page, "flow-page")
     assert serious_violations(page) == []
 
 
-def test_selecting_a_node_by_keyboard_shows_its_details(
+def test_a_table_row_chosen_by_keyboard_shows_its_details(
     page: Any, console_server: RunningServer, small_flow: Seeded
 ) -> None:
     open_console(page, console_server, f"flows/{small_flow.flow_id}")
     synthesis, review = small_flow.step_id(2), small_flow.step_id(3)
-    tab_to(page, f"e.dataset.stepId === '{synthesis}'")
-    assert page.evaluate("document.activeElement.matches(':focus-visible')")
+    tab_to(page, f"e.closest('tr')?.dataset.stepRow === '{synthesis}'")
     page.keyboard.press("Enter")
 
     panel = page.locator(".step-panel")
     assert panel.locator("h2").inner_text() == "Step 3: synthesis"
 
     def detail(name: str) -> str:
-        return str(panel.locator(f"[data-field='{name}'] dd").inner_text())
+        return str(panel.locator(f"[data-field='{name}'] dd").first.inner_text())
 
     assert detail("summary_text") == "Potassium is trending up over three results"
     assert detail("confidence") == "0.73"
     assert detail("latency_ms") == "250 ms"
     assert detail("agent") == "clinician"
     assert panel.locator("[data-field='parents'] button").all_inner_texts() == ["#1 retrieval", "#2 retrieval"]
+    assert panel.locator("[data-field='children'] button").all_inner_texts() == ["#4 review"]
     assert "llm-call/7781" in detail("back_refs")
-    node = page.locator(f".dag [data-step-id='{synthesis}']")
+    node = page.locator(f".fg-node[data-step-id='{synthesis}']")
     assert node.get_attribute("aria-pressed") == "true"
-    assert "synthesis by clinician" in (node.get_attribute("aria-label") or "")
+    assert page.locator(f"tr.selected[data-step-row='{synthesis}']").count() == 1
+    # The selection was measured from the key press to the filled panel.
+    page.wait_for_function("performance.getEntriesByName('flowledger:step-select').length === 1")
+    assert page.evaluate("performance.getEntriesByName('flowledger:step-shown').length") == 1
 
-    tab_to(page, f"e.dataset.stepId === '{review}'")
+    # Arrow down moves to the next row's button; Space selects it.
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.closest('tr').dataset.stepRow") == review
     page.keyboard.press("Space")
     assert detail("summary_text") == "Checked the synthesis against the guideline"
-    assert detail("confidence") == "—"
+    assert detail("confidence") == "not rated"
     assert node.get_attribute("aria-pressed") == "false"
+    # A child button in the panel goes back up the graph.
+    panel.locator("[data-field='parents'] button").click()
+    assert panel.locator("h2").inner_text() == "Step 3: synthesis"
 
 
-def test_a_500_step_flow_draws_every_node_and_edge(page: Any, console_server: RunningServer, big_flow: Seeded) -> None:
+def test_step_details_show_inputs_outputs_and_open_a_sealed_field_on_request(
+    page: Any, console_server: RunningServer, evidence_flow: Seeded
+) -> None:
+    sealed_reads: list[str] = []
+    page.on("request", lambda r: sealed_reads.append(r.url) if "/sealed?" in r.url else None)
+    open_console(page, console_server, f"flows/{evidence_flow.flow_id}?page_size=1")
+    query = evidence_flow.step_id(1)
+    page.locator(f"tr[data-step-row='{query}'] .row-button").click()
+    panel = page.locator(".step-panel")
+    inputs, outputs = panel.locator("dl.fields[data-side='inputs']"), panel.locator("dl.fields[data-side='outputs']")
+    assert "SELECT month, region, SUM(amount)" in inputs.locator("[data-field='sql']").inner_text()
+    rows = outputs.locator("[data-field='rows'] table")
+    assert rows.locator("th").all_inner_texts() == ["month", "region", "total"]
+    assert rows.locator("tbody tr").count() == 20 and "first 20 of 25 rows" in rows.locator("caption").inner_text()
+    assert outputs.locator("[data-field='row_count'] dd").inner_text() == "25"
+    long_text = outputs.locator("[data-field='excerpt']")
+    assert "Show all 3,000 characters" in long_text.inner_text() and len(long_text.locator("pre").inner_text()) == 1200
+    # The sealed field is a button: its value is nowhere on the page until it is asked for.
+    assert PHI not in page.content() and sealed_reads == []
+    button = inputs.locator("[data-field='patient_name'] button")
+    assert button.inner_text() == "Show sealed value"
+    with page.expect_response(lambda r: "/sealed?" in r.url) as opened:
+        button.click()
+    assert_signed_ok(opened.value)
+    assert "side=inputs" in opened.value.url and "field=patient_name" in opened.value.url
+    assert inputs.locator("[data-field='patient_name'] dd").inner_text().endswith(PHI)
+    assert len(sealed_reads) == 1
+    screenshot(page, "flow-step-evidence")
+    assert serious_violations(page) == []
+
+
+def test_a_chat_turns_flow_links_back_to_its_conversation(
+    page: Any, console_server: RunningServer, evidence_flow: Seeded
+) -> None:
+    open_console(page, console_server, f"flows/{evidence_flow.flow_id}")
+    link = page.locator("[data-field='conversation'] a")
+    assert link.get_attribute("href") == f"/console/chat?session={evidence_flow.trace_id}"
+    link.click()
+    page.wait_for_url(f"**/console/chat?session={evidence_flow.trace_id}")
+
+
+def test_a_multi_page_flow_loads_progressively_into_a_virtualized_table(
+    page: Any, console_server: RunningServer, big_flow: Seeded
+) -> None:
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if "/steps?" in r.url else None)
     with page.expect_response(is_flow_read(big_flow.flow_id)) as read:
-        open_console(page, console_server, f"flows/{big_flow.flow_id}")
+        open_console(page, console_server, f"flows/{big_flow.flow_id}?page_size=50")
     assert_signed_ok(read.value)
-    ids = page.locator(".dag svg [data-step-id]").evaluate_all("ns => ns.map(n => n.dataset.stepId)")
-    assert len(ids) == 500
-    assert set(ids) == {s["step_id"] for s in big_flow.steps}
-    assert page.locator(".dag svg path.edge").count() == edge_count(big_flow.steps) == 699
-    last_synthesis = big_flow.step_id(499)
-    assert page.locator(f".dag svg path.edge[data-to='{last_synthesis}']").count() == 3
-    # One SVG, and the page measured its own layout and draw.
-    assert page.locator(".dag svg").count() == 1
-    assert page.evaluate("performance.getEntriesByName('flowledger:dag').length") == 1
-    assert page.locator("table [data-step-row]").count() == 500
-    screenshot(page, "flow-500-steps")
+    assert len(reads) == 6  # 300 steps, 50 a page, each page asked for with the cursor the last one gave
+    assert "cursor=" not in reads[0] and all("cursor=" in url for url in reads[1:])
+    first_view = page.evaluate("performance.getEntriesByName('flowledger:flow-first-view')[0].startTime")
+    ready = page.evaluate("performance.getEntriesByName('flowledger:flow-ready')[0].startTime")
+    assert first_view < ready
+    assert page.locator(".load-status").inner_text() == ""
+
+    page.locator(".steps-table summary").click()  # 300 steps: the table starts folded
+    table = page.locator(".steps-scroll table")
+    assert table.get_attribute("aria-rowcount") == "301"
+    rows = page.locator(".steps-scroll tr[data-step-row]")
+    assert 10 <= rows.count() <= 60  # the rows in view and a few around them, not 300
+    assert rows.first.get_attribute("aria-rowindex") == "2"
+    heights = rows.evaluate_all("rs => rs.slice(0, 3).map(r => r.getBoundingClientRect().height)")
+    assert heights == [34, 34, 34]  # the row height the window arithmetic assumes
+
+    # Scrolled to the end, the last rows are drawn (and only a window of them).
+    page.locator(".steps-scroll").evaluate("box => { box.scrollTop = box.scrollHeight; }")
+    last = big_flow.step_id(299)
+    page.wait_for_selector(f"tr[data-step-row='{last}']")
+    assert page.locator(f"tr[data-step-row='{last}']").get_attribute("aria-rowindex") == "301"
+    assert rows.count() <= 60
+    # End and Home on a row button move through the whole flow.
+    page.locator(f"tr[data-step-row='{last}'] .row-button").focus()
+    page.keyboard.press("Home")
+    assert page.evaluate("document.activeElement.closest('tr').getAttribute('aria-rowindex')") == "2"
+    page.keyboard.press("End")
+    assert page.evaluate("document.activeElement.closest('tr').dataset.stepRow") == last
+    page.keyboard.press("Enter")
+    assert page.locator(".step-panel h2").inner_text() == "Step 300: synthesis"
+    assert page.locator(".step-panel [data-field='parents'] button").count() == 3
+    screenshot(page, "flow-300-steps")
 
 
 def test_unknown_and_malformed_flow_ids_say_so(page: Any, console_server: RunningServer) -> None:
@@ -340,7 +445,7 @@ def test_unknown_and_malformed_flow_ids_say_so(page: Any, console_server: Runnin
     assert read.value.status == 404
     assert page.locator("h1").inner_text() == "Flow not found"
     assert missing in page.get_by_role("alert").inner_text()
-    assert page.locator(".dag").count() == 0
+    assert page.locator(".fg").count() == 0
 
     calls: list[str] = []
     page.on("request", lambda request: calls.append(request.url) if "/admin/" in request.url else None)
@@ -355,9 +460,9 @@ def test_pages_fit_a_phone_screen(
 ) -> None:
     page.set_viewport_size(PHONE)
     open_console(page, console_server, f"flows/{small_flow.flow_id}")
-    assert page.locator(".dag svg [data-step-id]").count() == 4
+    assert page.locator(".fg-node[data-step-id]").count() == 4
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    page.locator(f".dag [data-step-id='{small_flow.step_id(2)}']").click()
+    page.locator(f".fg-node[data-step-id='{small_flow.step_id(2)}']").click()
     assert page.locator(".step-panel [data-field='confidence'] dd").inner_text() == "0.73"
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     screenshot(page, "flow-phone")

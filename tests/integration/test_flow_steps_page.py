@@ -12,6 +12,7 @@ import pytest
 
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEvent
+from flowledger.reasoning import steps_page
 from flowledger.services import Services
 from tests.integration import test_reasoning_routes as reasoning
 from tests.integration.test_reasoning_routes import ADMIN, PATIENT, WRITER, Call, add_step, close, open_flow
@@ -79,6 +80,19 @@ def test_steps_come_in_creation_order_a_page_at_a_time_each_page_audited(call: C
     ]
     # One page holds them all at the default size.
     assert [len(p) for p in read_all(call, flow_id, 1000)] == [7]
+
+
+def test_a_page_of_large_steps_ends_early_with_a_cursor(
+    call: Call, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flow_id = open_flow(call)
+    for n in range(4):
+        assert add_step(call, flow_id, summary=f"Step {n}", outputs={"text": "x" * 1000})[0] == 201
+    # A bound of about two such steps: a page stops there, whatever the limit, and the rest follow.
+    monkeypatch.setattr(steps_page, "MAX_PAGE_BYTES", 3000)
+    pages = read_all(call, flow_id, 1000)
+    assert [len(p) for p in pages] == [2, 2]
+    assert [s["summary_text"] for p in pages for s in p] == [f"Step {n}" for n in range(4)]
 
 
 @pytest.mark.parametrize("limit", ["0", "1001", "x"])
@@ -179,7 +193,8 @@ def test_the_flow_route_is_the_flow_and_its_radar_without_steps(call: Call, serv
     assert status == 200, active
     assert set(active) == {"flow", "dimensions"}
     assert active["flow"]["step_count"] == 1 and active["flow"]["flow_state"] == "active"
-    assert active["dimensions"]["coverage"]["score"] is not None  # computed from the step, not a snapshot
+    # No snapshot yet: computed from the step's confidence (0.95 of 1 is 7 of 7).
+    assert active["dimensions"]["confidence"]["score"] == 7
     assert close(call, flow_id)[0] == 200
     _, closed, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
     assert closed["dimensions"] == closed["flow"]["dimensions_snapshot"]
