@@ -389,7 +389,13 @@ def test_every_operation_on_real_resources_answers_as_documented(server: Any, ga
     assert conform("GET", flows, 200, query={"limit": 1})["flows"][0]["flow_id"] == started["flow_id"]
 
     admin_flows = "/admin/v1/reasoning/flows"
-    assert len(conform("GET", f"{admin_flows}/{{flow_id}}", 200, path_parameters=flow_id)["steps"]) == 2
+    assert conform("GET", f"{admin_flows}/{{flow_id}}", 200, path_parameters=flow_id)["flow"]["step_count"] == 2
+    steps = conform("GET", f"{admin_flows}/{{flow_id}}/steps", 200, path_parameters=flow_id, query={"limit": 1})
+    assert steps["steps"][0]["inputs"] == {"question": {"__sealed__": True}} and steps["next_cursor"]
+    sealed, query = {**flow_id, "step_id": first["step_id"]}, {"side": "inputs", "field": "question"}
+    field = f"{admin_flows}/{{flow_id}}/steps/{{step_id}}/sealed"
+    opened = conform("GET", field, 200, path_parameters=sealed, query=query)
+    assert opened["value"] == "q"
     by_trace = conform("GET", admin_flows, 200, query={"trace_id": "trace-walk-1"})
     assert [f["flow_id"] for f in by_trace["flows"]] == [started["flow_id"]]
     listed = conform("GET", admin_flows, 200, query={"trigger_type": "contract.walk", "state": "completed"})
