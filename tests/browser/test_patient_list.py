@@ -45,6 +45,8 @@ def seed(api: Api, token: str, patient_id: str, summary: str, *, close: bool = T
     body = {"trigger_type": "user_question", "trigger_ref": "chat/1", "trigger_summary": summary}
     body["patient_id"] = patient_id
     flow_id = str(api.bearer("POST", "/api/reasoning/flows", token, body, expect=201).json()["flow_id"])
+    if not close:
+        return flow_id
     step = {"step_kind": "retrieval", "agent": "researcher", "summary_text": "Read the guidelines", "confidence": 0.9}
     api.bearer("POST", f"/api/reasoning/flows/{flow_id}/steps", token, step, expect=201)
     if close:
@@ -97,6 +99,26 @@ def test_my_explanations_lists_my_flows_newest_first_and_opens_one(
     page.wait_for_url(f"**/console/patient/flows/{readable}")
     page.wait_for_selector(READY)
     assert page.get_by_role("heading", name="How the system got there").is_visible()
+
+
+def test_older_explanations_page_on_and_back(page: Any, console_server: RunningServer, api: Api, writer: str) -> None:
+    me = someone()
+    oldest = seed(api, writer, me, "The first question", close=False)
+    for n in range(20):  # a page holds 20
+        seed(api, writer, me, f"Question {n}", close=False)
+    opt_in(api, me)
+    as_patient(page, api, me)
+    open_console(page, console_server, "patient/flows")
+    assert page.locator("ol.patient-list > li").count() == 20
+    page.get_by_role("link", name="Older explanations").click()
+    page.wait_for_selector(READY)
+    assert "cursor=" in page.url
+    links = page.locator("ol.patient-list > li a")
+    assert [links.nth(0).get_attribute("href")] == [f"/console/patient/flows/{oldest}"] and links.count() == 1
+    assert page.get_by_role("link", name="Older explanations").count() == 0
+    page.get_by_role("link", name="Newest explanations").click()
+    page.wait_for_selector(READY)
+    assert page.locator("ol.patient-list > li").count() == 20
 
 
 def test_my_explanations_asks_to_turn_them_on_first(page: Any, console_server: RunningServer, api: Api) -> None:
