@@ -313,8 +313,14 @@ export function mountFlowGraph(container, { label, onSelect } = {}) {
           const uy = laid.y[u] + NODE_H / 2;
           if (uy > y1 || vy < y0 || Math.max(ux, vx) < x0 || Math.min(ux, vx) > x1) continue;
           ctx.moveTo(ux, uy);
-          if (curves) ctx.bezierCurveTo(ux, uy + ROW_H / 3, vx, vy - ROW_H / 3, vx, vy);
-          else ctx.lineTo(vx, vy);
+          if (!curves) {
+            ctx.lineTo(vx, vy);
+            continue;
+          }
+          ctx.bezierCurveTo(ux, uy + ROW_H / 3, vx, vy - ROW_H / 3, vx, vy);
+          ctx.moveTo(vx - 4, vy - 7); // the arrowhead: the curve ends straight down into the child
+          ctx.lineTo(vx, vy);
+          ctx.lineTo(vx + 4, vy - 7);
         }
       }
     };
