@@ -87,6 +87,33 @@ def test_a_partition_query_reads_only_its_partition_in_key_order(
     assert query(db, table, **missing) == []
 
 
+def test_an_index_on_the_tables_partition_key_reads_only_that_partition(
+    steps: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, table = steps
+    for flow in ("fl_07", "fl_08"):
+        for step, at in (("st_01", "3"), ("st_03", "1"), ("st_05", "2")):  # created in another order than keys
+            db.update_item(
+                TableName=table,
+                Key={"flow_id": {"S": flow}, "step_id": {"S": step}},
+                UpdateExpression="SET created_at = :at",
+                ExpressionAttributeValues={":at": {"S": f"2026-12-02T00:00:0{at}.000000Z"}},
+            )
+    sorted_whole_table = []
+    monkeypatch.setattr(
+        "moto.dynamodb.models.table.sorted",
+        lambda *a, **k: sorted_whole_table.append(1) or sorted(*a, **k),
+        raising=False,
+    )
+    by_created = {
+        "IndexName": "by_created",
+        "KeyConditionExpression": "flow_id = :f",
+        "ExpressionAttributeValues": {":f": {"S": "fl_07"}},
+    }
+    assert [i["step_id"]["S"] for i in query(db, table, **by_created, Limit=2)] == ["st_03", "st_05", "st_01"]
+    assert sorted_whole_table == []  # moto's all_items sorts the whole table; the narrowed read never does
+
+
 def test_a_scan_still_sees_every_partition(steps: tuple[Any, str]) -> None:
     db, table = steps
     assert Table.all_items.__name__ == "all_items"  # installed with functools.wraps: moto's own name

@@ -5,8 +5,10 @@ key, and its projection turns the whole item into JSON once per projected attrib
 that has recorded a few thousand flows, reading one flow's steps (every close, every export line) then
 costs time in proportion to all the steps ever written; DynamoDB's does not, and neither should the
 fake's. This keeps moto's own Query (key conditions, paging, filters, projections) and narrows only the
-items it starts from: a base-table Query with a partition key sees that partition (and sorts it, as ever).
-Index queries and scans are left as moto runs them. Like :mod:`moto_transactions`, installed by the
+items it starts from: a base-table Query with a partition key sees that partition (and sorts it, as ever),
+and so does a Query of an index whose partition key is the table's (the steps' ``by_created``: its
+partition holds only items of the table's partition). Other index queries and scans are left as moto
+runs them. Like :mod:`moto_transactions`, installed by the
 locked server.
 """
 
@@ -35,7 +37,7 @@ def install() -> None:
     @functools.wraps(original_query)
     def query(self: Table, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
-        if index_name is not None or hash_key is None:
+        if hash_key is None or (index_name is not None and not _shares_partition(self, index_name)):
             return original_query(self, hash_key, *args, **kwargs)
         _querying.partition = (self, hash_key)
         try:
@@ -64,3 +66,11 @@ def install() -> None:
 
     Table.query, Table.all_items, Item.project = query, all_items, project  # type: ignore[method-assign]
     _INSTALLED = True
+
+
+def _shares_partition(table: Table, index_name: str) -> bool:
+    """Whether the index's partition key is the table's own (so an index partition is within a table one)."""
+    for index in [*table.indexes, *table.global_indexes]:
+        if index.name == index_name:
+            return [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] == [table.hash_key_attr]
+    return False
