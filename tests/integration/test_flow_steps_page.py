@@ -225,3 +225,18 @@ def test_the_page_routes_need_an_iam_principal_before_anything_is_validated(
         assert PHI not in json.dumps(body)
     assert events(services, "admin.reasoning.step.sealed_field_opened") == []
     assert events(services, "admin.reasoning.flow.steps_read") == []
+
+
+def test_a_close_reads_the_steps_without_their_payloads(call: Call, services: Services) -> None:
+    """A 20,000-step flow closes without reading up to 64 KB of inputs and outputs per step."""
+    flow_id = open_flow(call)
+    _, step = add_step(call, flow_id, inputs={"query": PHI}, pii_fields={"inputs": ["query"]})
+    # Payloads no reader of a close could use: were they read, the close would be a 409 naming the step.
+    services.aws.dynamodb.update_item(
+        TableName=services.aws.table_name("steps"),
+        Key={"flow_id": {"S": flow_id}, "step_id": {"S": step["step_id"]}},
+        UpdateExpression="SET inputs = :x, outputs = :x",
+        ExpressionAttributeValues={":x": {"S": "not a map"}},
+    )
+    status, closed = close(call, flow_id)
+    assert (status, closed["step_count"]) == (200, 1), closed

@@ -47,6 +47,7 @@ from flowledger.reasoning.models import (
     StepCreate,
     StepView,
 )
+from flowledger.reasoning.steps_page import steps_without_payloads
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
@@ -295,7 +296,7 @@ class FlowService:
     def _close(self, flow: FlowView, body: FlowClose, actor: str) -> FlowView:
         if flow.flow_state != "active":
             raise Conflict(f"flow {flow.flow_id} is already {flow.flow_state}")
-        steps = list(self._step_records(flow.flow_id))
+        steps = steps_without_payloads(self._s, flow.flow_id)  # 20,000 steps: never their payloads
         safe, counts = guard_counts([flow.trigger_summary, *(s["summary_text"] for s in steps), body.outcome.summary])
         maturity, recency = self._family_axes(flow.trigger_type)
         dimensions = compute_dimensions(

@@ -24,7 +24,7 @@ from flowledger.errors import InvalidInput, NotFound
 from flowledger.identity import Principal
 from flowledger.ledger.events import AuditEntry
 from flowledger.reasoning.dimensions import Dimensions, StepSignal, compute_dimensions
-from flowledger.reasoning.models import AdminStepView, FlowView
+from flowledger.reasoning.models import AdminStepView, FlowView, StepView
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
@@ -44,6 +44,23 @@ Side = Literal["inputs", "outputs"]
 _TOKEN = re.compile(r"^[A-Za-z0-9_.:/@+=-]{1,128}$")  # ledger.events.Token: what a payload value may be
 _STEP_ID = re.compile(r"^st_[0-9A-Z]{26}$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+# A step without its payloads (names, as some are DynamoDB reserved words).
+_LEAN_NAMES = {
+    f"#{n}": name
+    for n, name in enumerate(
+        (
+            "flow_id",
+            "step_id",
+            "step_kind",
+            "agent",
+            "summary_text",
+            "latency_ms",
+            "confidence",
+            "parent_step_ids",
+            "created_at",
+        )
+    )
+}
 # What the radar of an active flow needs of its steps (names, as some are DynamoDB reserved words).
 _SIGNAL_NAMES = {"#k": "step_kind", "#a": "agent", "#c": "confidence"}
 
@@ -219,6 +236,33 @@ class FlowPageReader:
             aborted=flow.flow_state == "aborted",
             summaries_safe=bool(flow.patient_safe_summary),
         )
+
+
+def steps_without_payloads(services: Services, flow_id: str) -> list[dict[str, Any]]:
+    """A flow's steps in creation order without their inputs and outputs (what a close reads).
+
+    A close guards the summaries and computes the radar from kinds, agents and confidences; leaving the
+    payloads (up to 64 KB a step) unread keeps a 20,000-step close to a few MB. A step that cannot be read
+    as a step raises ``UndecodableItem`` naming it.
+    """
+    request: dict[str, Any] = {
+        "TableName": services.aws.table_name("steps"),
+        "KeyConditionExpression": "flow_id = :f",
+        "ExpressionAttributeValues": {":f": {"S": flow_id}},
+        "ProjectionExpression": ", ".join(_LEAN_NAMES),
+        "ExpressionAttributeNames": _LEAN_NAMES,
+        "ConsistentRead": True,
+    }
+    records = [
+        decoded(item, _lean_step, f"step {key_of(item, 'step_id')} of flow {flow_id}", key_of(item, "step_id"))
+        for item in query_items(services.aws.dynamodb, request)
+    ]
+    return sorted(records, key=lambda r: (r["created_at"], r["step_id"]))
+
+
+def _lean_step(values: dict[str, Any]) -> dict[str, Any]:
+    StepView.model_validate(values)
+    return values
 
 
 def audited_name(field: str) -> str:
