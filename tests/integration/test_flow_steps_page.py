@@ -15,7 +15,7 @@ from flowledger.ledger.events import AuditEvent
 from flowledger.reasoning import steps_page
 from flowledger.services import Services
 from tests.integration import test_reasoning_routes as reasoning
-from tests.integration.test_reasoning_routes import ADMIN, PATIENT, WRITER, Call, add_step, close, open_flow
+from tests.integration.test_reasoning_routes import ADMIN, PATIENT, WRITER, Call, add_step, close, consent, open_flow
 
 call = reasoning.call  # the reasoning function's handler on moto, as a fixture here too
 
@@ -227,8 +227,8 @@ def test_the_page_routes_need_an_iam_principal_before_anything_is_validated(
     assert events(services, "admin.reasoning.flow.steps_read") == []
 
 
-def test_a_close_reads_the_steps_without_their_payloads(call: Call, services: Services) -> None:
-    """A 20,000-step flow closes without reading up to 64 KB of inputs and outputs per step."""
+def test_a_close_and_the_narrative_read_the_steps_without_their_payloads(call: Call, services: Services) -> None:
+    """A 20,000-step flow closes, and its narrative is read, without up to 64 KB of inputs and outputs a step."""
     flow_id = open_flow(call)
     _, step = add_step(call, flow_id, inputs={"query": PHI}, pii_fields={"inputs": ["query"]})
     # Payloads no reader of a close could use: were they read, the close would be a 409 naming the step.
@@ -240,3 +240,6 @@ def test_a_close_reads_the_steps_without_their_payloads(call: Call, services: Se
     )
     status, closed = close(call, flow_id)
     assert (status, closed["step_count"]) == (200, 1), closed
+    consent(call)
+    status, narrative, _ = call("GET", f"/api/reasoning/flows/{flow_id}", who=PATIENT)
+    assert (status, len(narrative["steps"])) == (200, 1), narrative

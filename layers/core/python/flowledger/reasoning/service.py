@@ -464,7 +464,7 @@ class FlowService:
             return InProgress(flow_id=flow_id, state="active", steps_so_far=flow.step_count)
         if not flow.patient_safe_summary:
             raise AskCareTeam("this explanation is only available through your care team")
-        steps = list(self._step_records(flow_id))
+        steps = steps_without_payloads(self._s, flow_id)  # the narrative never shows inputs or outputs
         radar = flow.dimensions_snapshot or self._fresh_dimensions(flow, steps)
         self._s.ledger.append(
             AuditEntry(
