@@ -666,7 +666,7 @@ class FlowService:
         return bool(item.get("reasoning_read", {}).get("BOOL", False))
 
     def _fresh_dimensions(self, flow: FlowView, steps: list[dict[str, Any]]) -> Dimensions:
-        """For flows closed before snapshots existed: the radar computed now."""
+        """For flows closed before snapshots existed: the radar computed now (the family's axes not rated)."""
         return compute_dimensions(
             [_signal(s) for s in steps],
             flow.outcome.confidence if flow.outcome else None,
