@@ -77,9 +77,9 @@ def test_a_restart_keeps_flows_steps_backlog_documents_and_checkpoints(
     second = launch(data_dir, port=first.port)  # the same port at once: a just-closed socket is free
     assert re.search(r"state +restored \d+ tables", second.output())
     assert verified_counts(second) == before  # the same events, chains and checkpoints
-    dag = f"/admin/v1/reasoning/flows/{flow_id}"
-    flow = httpx.get(f"{second.base_url}{dag}", headers=signed(second, "GET", dag)).json()
-    assert [s["summary_text"] for s in flow["steps"]] == ["Retrieved two passages", "Checked the claim"]
+    dag = f"/admin/v1/reasoning/flows/{flow_id}/steps"
+    page = httpx.get(f"{second.base_url}{dag}", headers=signed(second, "GET", dag)).json()
+    assert [s["summary_text"] for s in page["steps"]] == ["Retrieved two passages", "Checked the claim"]
     # A token minted before the restart still verifies: the signing key is part of the data dir.
     assert httpx.get(f"{second.base_url}/api/me", headers=writer).status_code == 200
     assert httpx.get(f"{second.base_url}{latest}", headers=signed(second, "GET", latest)).json() == checkpoint

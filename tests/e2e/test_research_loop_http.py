@@ -80,7 +80,8 @@ def test_an_operator_request_is_researched_and_its_flow_read_back(loop_server: A
         body = flow.json()
         assert body["flow"]["created_by"] == "service:research"
         assert (body["flow"]["trigger_type"], body["flow"]["trigger_ref"]) == ("user_question", "ops/audit-ledger")
-        assert [s["step_kind"] for s in body["steps"]] == ["retrieval", "llm_prompt", "verdict"]
-        assert all(QUESTION not in s["summary_text"] for s in body["steps"])
+        steps = signed(loop_server, client, "GET", f"/admin/v1/reasoning/flows/{row.completed_flow_id}/steps").json()
+        assert [s["step_kind"] for s in steps["steps"]] == ["retrieval", "llm_prompt", "verdict"]
+        assert all(QUESTION not in s["summary_text"] for s in steps["steps"])
         view = signed(loop_server, client, "GET", "/admin/v1/reasoning/research/backlog").json()
         assert view["status_distribution"]["completed"] == 1 and view["status_distribution"]["pending"] == 0
