@@ -25,7 +25,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from flowledger.local import moto_reads, moto_state, moto_transactions
+from flowledger.local import moto_reads, moto_responses, moto_state, moto_transactions
 from flowledger.local.moto_state import SnapshotInfo, StateCounts
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -149,6 +149,7 @@ class LockedMotoServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         moto_transactions.install()
         moto_reads.install()
+        moto_responses.install()
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=MotoRequestHandler)
         # serve_forever looks for a shutdown request between polls: 0.1 s, not its 0.5 s default, bounds
         # how long stop() waits (every test server and the dev server's Ctrl-C pay it).
