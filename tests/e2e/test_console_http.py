@@ -3,13 +3,22 @@ strict headers, and a config that hands the admin credentials to a loopback page
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import httpx
 import jwt
 import pytest
 
-from flowledger.local.console import is_loopback_request
+from flowledger.local.console import (
+    PAGE_TOKEN_TTL_SECONDS,
+    REMINT_AFTER_SECONDS,
+    ConsoleConfigs,
+    is_loopback_request,
+    local_console_config,
+)
+from flowledger.local.datadir import DataDir
 
 pytestmark = pytest.mark.e2e
 
@@ -105,3 +114,29 @@ def test_a_page_of_another_name_gets_no_credentials(server: Any) -> None:
 def test_loopback_means_from_this_machine_and_by_a_loopback_name(client: str, host: str, expected: bool) -> None:
     scope = {"client": (client, 50000), "headers": [(b"host", host.encode())]}
     assert is_loopback_request(scope) is expected
+
+
+def test_a_page_config_is_kept_until_half_its_tokens_life_then_minted_again(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = DataDir(tmp_path / "data")
+    directory.ensure("us-east-1")
+    minted: list[bool] = []
+
+    def mint(directory: DataDir, *, loopback: bool) -> dict[str, Any]:
+        minted.append(loopback)
+        return local_console_config(directory, loopback=loopback)
+
+    monkeypatch.setattr("flowledger.local.console.local_console_config", mint)
+    now = [1000.0]
+    configs = ConsoleConfigs(directory, clock=lambda: now[0])
+    first = json.loads(configs.body(loopback=True))
+    assert "operator" not in json.loads(configs.body(loopback=False))  # each kind of page its own config
+    now[0] += REMINT_AFTER_SECONDS - 1
+    assert json.loads(configs.body(loopback=True)) == first  # the same tokens: no signing on a page load
+    assert minted == [True, False]
+    now[0] += 2
+    again = json.loads(configs.body(loopback=True))
+    assert minted == [True, False, True] and again["operator"] == first["operator"]
+    issued = jwt.decode(again["patient_token"], options={"verify_signature": False})
+    assert issued["exp"] - time.time() > PAGE_TOKEN_TTL_SECONDS - 60

@@ -1,10 +1,11 @@
 """The web console as ``flowledger serve`` serves it at ``/console/``: the static files, and a config.
 
 In AWS the same files sit in S3 behind CloudFront, with a ``config.json`` that names the Cognito pools.
-Locally ``config.json`` is made per request: it hands a page opened on loopback the local admin
-credentials (for SigV4 in the browser), a demo patient's token and the dev user's chat token. None
-of them goes to a page opened from another host, or through a name other than a loopback one: a page
-of another site that rebinds its DNS name to 127.0.0.1 asks with its own ``Host``, and gets none.
+Locally ``config.json`` is made by the server (and kept for half its tokens' life): it hands a page
+opened on loopback the local admin credentials (for SigV4 in the browser), a demo patient's token and
+the dev user's chat token. None of them goes to a page opened from another host, or through a name
+other than a loopback one: a page of another site that rebinds its DNS name to 127.0.0.1 asks with
+its own ``Host``, and gets none.
 
 The pages connect to this origin only, and to one more locally: the embedded AWS endpoint, which a
 large upload's presigned PUT goes to (in AWS the CSP is CloudFront's: infra/constructs/console.py).
@@ -15,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +35,10 @@ PREFIX = "/console"
 CONSOLE_DIR = Path(os.environ.get("FLOWLEDGER_CONSOLE_DIR") or Path(__file__).resolve().parents[5] / "console")
 DEMO_PATIENT = "patient-demo"
 PAGE_TOKEN_TTL_SECONDS = 3600  # the tokens a loopback page gets; it asks again on every load
+# A loopback page's config is minted once and handed out until half its tokens' life has passed, so
+# every token a page gets has at least 30 minutes left: minting signs two RS256 tokens (some 150 ms on
+# this machine's 2 cores), which every page load used to wait for.
+REMINT_AFTER_SECONDS = PAGE_TOKEN_TTL_SECONDS // 2
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 CONNECT_SRC = "connect-src 'self'"
 # The console loads nothing from elsewhere and is framed by nothing; the API is this same origin.
@@ -75,6 +82,24 @@ def local_console_config(directory: DataDir, *, loopback: bool) -> dict[str, Any
     return config
 
 
+class ConsoleConfigs:
+    """The two configs a page can get (loopback or not), each kept until ``REMINT_AFTER_SECONDS`` old."""
+
+    def __init__(self, directory: DataDir, clock: Callable[[], float] = time.monotonic) -> None:
+        self._directory = directory
+        self._clock = clock
+        self._minted: dict[bool, tuple[float, bytes]] = {}
+
+    def body(self, *, loopback: bool) -> bytes:
+        """``config.json``'s body for a page opened from loopback or not."""
+        now = self._clock()
+        kept = self._minted.get(loopback)
+        if kept is None or now - kept[0] >= REMINT_AFTER_SECONDS:
+            kept = (now, json.dumps(local_console_config(self._directory, loopback=loopback)).encode())
+            self._minted[loopback] = kept
+        return kept[1]
+
+
 def security_headers(aws_endpoint: str | None = None) -> dict[str, str]:
     """``SECURITY_HEADERS``, with ``connect-src`` also allowing ``aws_endpoint``'s origin when one is given.
 
@@ -116,6 +141,7 @@ def console_app(directory: DataDir, root: Path = CONSOLE_DIR, *, aws_endpoint: s
     ``aws_endpoint`` (the embedded AWS endpoint) is the one other origin the pages may connect to.
     """
     headers = security_headers(aws_endpoint)
+    configs = ConsoleConfigs(directory)
     files = _ConsoleFiles(headers=headers, directory=root, html=True, check_dir=False)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -124,7 +150,7 @@ def console_app(directory: DataDir, root: Path = CONSOLE_DIR, *, aws_endpoint: s
             await Response(status_code=308, headers={"location": f"{PREFIX}/"})(scope, receive, send)
             return
         if path == f"{PREFIX}/config.json":
-            body = json.dumps(local_console_config(directory, loopback=is_loopback_request(scope)))
+            body = configs.body(loopback=is_loopback_request(scope))
             await Response(body, media_type="application/json", headers={**headers, "cache-control": "no-store"})(
                 scope, receive, send
             )
