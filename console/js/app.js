@@ -33,22 +33,32 @@ async function showNav() {
   return who;
 }
 
+function route(path) {
+  for (const [pattern, module, section] of ROUTES) {
+    const match = pattern.exec(path);
+    if (match) return { module, section, id: match[1] ? decodeURIComponent(match[1]) : null };
+  }
+  return null;
+}
+
 async function start() {
   const main = document.getElementById("main");
   const path = window.location.pathname;
+  const found = route(path);
+  // The page's code is fetched while the configuration is (not after): each is a round trip.
+  const loading = found ? import(`/console/js/pages/${found.module}.js`) : null;
+  loading?.catch(() => {}); // its error, if any, is shown below
   const who = await showNav();
   // The landing page is the operators' flows list; a patient's is their own explanations.
   if (/^\/console\/?$/.test(path) && who?.patient && !who.operator) {
     window.location.replace("/console/patient/flows");
     return;
   }
-  for (const [pattern, module, section] of ROUTES) {
-    const match = pattern.exec(path);
-    if (!match) continue;
-    markSection(section);
+  if (found) {
+    markSection(found.section);
     try {
-      const page = await import(`/console/js/pages/${module}.js`);
-      await page.render(main, { id: match[1] ? decodeURIComponent(match[1]) : null, query: new URLSearchParams(window.location.search) });
+      const page = await loading;
+      await page.render(main, { id: found.id, query: new URLSearchParams(window.location.search) });
     } catch (error) {
       replace(main, h("h1", {}, "Something went wrong"), problem(error));
     }

@@ -15,7 +15,7 @@ import { axisWords } from "/console/js/radar.js";
 import { age, h, problem, replace, stylesheet } from "/console/js/dom.js";
 
 const FLOW_ID = /^fl_[0-9A-Z]{26}$/;
-const FIRST_PAGE = 250; // small, so the first view comes fast
+const FIRST_PAGE = 500; // a flow of up to 500 steps in one read; a longer one is drawn from its first 500 on
 const PAGE = 1000; // the route's largest page
 const OPEN_TABLE_UP_TO = 30; // a longer table starts folded: the graph is the first view
 const INPUT_WINDOW_MS = 1000; // a selection this soon after a click or key press is measured from it
