@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from moto.core.responses import BaseResponse
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.responses import DynamoHandler
 
 from flowledger.config import load_settings
@@ -50,11 +51,20 @@ def test_item_answers_match_the_serializer_for_every_attribute_type(
 
     def both(self: BaseResponse, action_result: Any) -> Any:
         answer = direct(self, action_result)
-        by_moto = BaseResponse.serialized(self, action_result)
+        by_moto = moto_responses.serialized_by_moto(self, action_result)
         answers.append((self._get_action(), json.loads(answer[2]), json.loads(by_moto[2])))
         return answer
 
     monkeypatch.setattr(DynamoHandler, "serialized", both)
+    written_directly: list[str] = []
+    encode = moto_responses.encode
+
+    def counted(result: dict[str, Any]) -> str:
+        body = encode(result)
+        written_directly.append(body)
+        return body
+
+    monkeypatch.setattr(moto_responses, "encode", counted)
     client.put_item(TableName=table, Item=ITEM, ReturnConsumedCapacity="TOTAL")
     client.put_item(TableName=table, Item={**ITEM, "step_id": {"S": "st_2"}}, ReturnValues="ALL_OLD")
     read = client.get_item(TableName=table, Key=KEY, ReturnConsumedCapacity="TOTAL")
@@ -83,10 +93,13 @@ def test_item_answers_match_the_serializer_for_every_attribute_type(
     assert set(moto_responses.FAST_ACTIONS) <= set(actions)
     for action, written, serialized in answers:
         assert written == serialized, action
+    # Every item answer took the direct path (none fell back to moto's serializer).
+    assert len(written_directly) == sum(action in moto_responses.FAST_ACTIONS for action in actions)
     assert read["Item"] == ITEM  # and the client reads its binary values back as it wrote them
 
 
 def test_an_answer_the_direct_path_cannot_write_goes_to_the_serializer() -> None:
     with pytest.raises(TypeError):
         moto_responses.encode({"Item": {"when": object()}})
-    assert json.loads(moto_responses.encode({"Item": {"b": {"B": b"\xff"}}})) == {"Item": {"b": {"B": "/w=="}}}
+    binary = {"Item": {"b": {"B": b"\xff"}, "t": DynamoType({"BS": [b"\xff", "/w=="]})}}
+    assert json.loads(moto_responses.encode(binary)) == {"Item": {"b": {"B": "/w=="}, "t": {"BS": ["/w==", "/w=="]}}}
