@@ -33,7 +33,7 @@ IAC_VENV := .venv-iac
 IAC_STAMP := $(IAC_VENV)/.installed
 IAC_LOCK := requirements/iac.lock
 
-.PHONY: install llm-servers lock audit run test test-fast lint format synth synth-check template-check bench clean
+.PHONY: install llm-servers lock audit run test test-fast lint format synth synth-check template-check bench docs clean
 
 # The CDK CLI (`npx cdk deploy`), pinned with its hash in package-lock.json; tests/infra/test_cdk_cli.py runs it.
 CDK_STAMP := node_modules/.installed
@@ -139,6 +139,12 @@ template-check: install $(IAC_STAMP)  ## the template matrix through cfn-lint an
 
 bench: install
 	$(BIN)/python bench/run.py
+
+# The documentation site (mkdocs.yml, docs/) into site/, every warning an error: a broken link or anchor,
+# a page missing from the nav. `$(BIN)/mkdocs serve -a 127.0.0.1:8001` shows it while you edit. The variable
+# silences Material's notice about its successor, printed on every build.
+docs: install  ## the documentation site in site/ (mkdocs build --strict)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache node_modules
