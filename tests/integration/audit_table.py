@@ -798,6 +798,7 @@ EXTRACT_AGAIN = Route(
     "POST", "/admin/v1/reasoning/pathways/extract", ADMIN, closed_flow, {"flow_id": "{flow_id}"}, note="exists"
 )
 PATHWAY = Route("GET", "/admin/v1/reasoning/pathways/{pathway_id}", ADMIN, closed_flow)
+PATHWAYS = Route("GET", "/admin/v1/pathways", ADMIN, closed_flow, query={"trigger_type": "{trigger_type}"})
 EVENTS = Route("GET", "/admin/v1/audit/events", ADMIN, audited_flow, query={"subject": "{subject}"})
 CHECKPOINT = Route("GET", "/admin/v1/audit/checkpoints/latest", ADMIN, checkpointed)
 HEALTH = Route("GET", "/health", None)
@@ -944,6 +945,7 @@ ROWS: list[Row] = [
     Row(EXTRACT, "reasoning.pathway.extracted", PATHWAY_ID, A),
     Row(EXTRACT_AGAIN, "reasoning.pathway.skipped", FLOW, A),
     Row(PATHWAY, None),
+    Row(PATHWAYS, None),
     Row(EVENTS, None),
     Row(CHECKPOINT, None),
     # jobs (actor system:<job>)

@@ -23,6 +23,7 @@ CAPABILITY_MODULES: dict[str, tuple[str, ...]] = {
         "flowledger.api.reasoning_admin",
         "flowledger.api.reasoning_steps",
         "flowledger.api.pathways",
+        "flowledger.api.pathway_list",
     ),
     "research": ("flowledger.api.research",),
     "documents": ("flowledger.api.workspaces", "flowledger.api.documents"),
