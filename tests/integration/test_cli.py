@@ -24,7 +24,8 @@ import pytest
 
 from flowledger import __version__
 from flowledger.api.tokens import TokenVerifier
-from flowledger.cli import build_parser, counted, main
+from flowledger.cli import build_parser, main
+from flowledger.cli.text import counted
 from flowledger.config import load_settings
 from flowledger.ledger.audit import checkpoints_of, take_checkpoint
 from flowledger.ledger.events import AuditEntry

@@ -74,7 +74,7 @@ def model(scripted_openai: Any) -> OpenAIChatModel:
 @pytest.fixture
 def cli(corpus: Services, scripted_openai: Any, monkeypatch: pytest.MonkeyPatch) -> Services:
     """The CLI on the test's store, its model the scripted server (as OPENAI_BASE_URL would make it), capture on."""
-    monkeypatch.setattr("flowledger.cli._store_services", lambda data_dir: corpus)
+    monkeypatch.setattr("flowledger.cli.store.services", lambda data_dir: corpus)
     flags(
         corpus,
         openai_base_url=scripted_openai.base_url,
@@ -343,7 +343,7 @@ def test_the_example_cases_pass_against_the_demo_documents_with_the_offline_mode
     from flowledger.local.devserver import seed_demo_documents
 
     seed_demo_documents(services)  # what `flowledger serve` indexes into a fresh store
-    monkeypatch.setattr("flowledger.cli._store_services", lambda data_dir: services)
+    monkeypatch.setattr("flowledger.cli.store.services", lambda data_dir: services)
     assert main(["eval", "run", str(EXAMPLE), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["model"] == OFFLINE and report["totals"]["passed"] == len(EXAMPLE.read_text().splitlines())

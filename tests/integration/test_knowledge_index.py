@@ -200,7 +200,7 @@ def test_openai_embeddings_through_the_adapter(services: Services, scripted_open
 def test_knowledge_add_cli(
     services: Services, tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("flowledger.cli._store_services", lambda data_dir: services)
+    monkeypatch.setattr("flowledger.cli.store.services", lambda data_dir: services)
     good = tmp_path / "guide.md"
     good.write_text("# Guide\n\nHow to run the ledger.")
     assert main(["knowledge", "add", str(good)]) == 0

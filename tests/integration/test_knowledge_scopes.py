@@ -403,7 +403,7 @@ def test_a_single_corpus_store_is_moved_by_a_first_write_too(services: Services)
 def test_the_knowledge_commands_take_a_scope(
     services: Services, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("flowledger.cli._store_services", lambda data_dir: services)
+    monkeypatch.setattr("flowledger.cli.store.services", lambda data_dir: services)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "guide.md").write_text("# Guide\n\nHow to run the ledger.")
     assert main(["knowledge", "add", "guide.md", "--scope", "workspace:ops"]) == 0

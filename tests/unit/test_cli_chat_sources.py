@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from flowledger.cli import _print_chat_stream, build_parser, chat_request_body, main, sources_line
+from flowledger.cli import build_parser, main
+from flowledger.cli.chat import chat_request_body
+from flowledger.cli.chat_output import print_chat_stream, sources_line
 from flowledger.config import load_settings
 from flowledger.local.demo_table import demo_sales_csv
 from flowledger.local.devserver import CONTINUITY_VARIABLE, _function_environment, local_continuity_default
@@ -153,14 +155,14 @@ def test_the_sources_line_follows_the_references_and_references_carry_their_vers
         "references": [{"document_id": A, "title": "t.csv", "version": 2}, {"document_id": B, "title": "kb"}],
         "source_context": context,
     }
-    assert _print_chat_stream(content_stream(content)) == 0
+    assert print_chat_stream(content_stream(content)) == 0
     out, err = capsys.readouterr()
     assert out == f"north 15\n  [{A} v2] t.csv\n  [{B}] kb\n"
     assert err.splitlines()[0] == "  sources: t.csv v1 (selected, tabular, read) · decision tabular"
 
 
 def test_an_answer_without_a_source_context_prints_no_sources_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _print_chat_stream(content_stream({"text": "hello", "references": []})) == 0
+    assert print_chat_stream(content_stream({"text": "hello", "references": []})) == 0
     assert "sources:" not in capsys.readouterr().err
 
 

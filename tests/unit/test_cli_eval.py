@@ -131,7 +131,7 @@ def no_store(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(data_dir: str | None) -> Any:
         raise AssertionError("the store was reached")
 
-    monkeypatch.setattr("flowledger.cli._store_services", refuse)
+    monkeypatch.setattr("flowledger.cli.store.services", refuse)
 
 
 def test_eval_run_of_a_bad_file_is_one_line_naming_it_and_exit_2(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flowledger.cli import main
-from flowledger.cli_flows.export import MAX_LIMIT, outcome_filter, utc_instant
+from flowledger.cli.flows.export import MAX_LIMIT, outcome_filter, utc_instant
 from flowledger.errors import InvalidInput
 from flowledger.reasoning.dataset import HIDDEN_SUMMARY, MAX_RECORDS
 from flowledger.reasoning.export import OUTCOME_FILTERS, ExportWindow, record_of

@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from flowledger.cli.flows.checks import corpus_option, signature_corpus, threshold_option
+from flowledger.cli.options import command, json_option
+from flowledger.cli.text import counted
+
 INVOKERS = ("stub", "chat", "diagnosis", "researcher", "critic", "correlator")
 
 
 def cmd_flows_replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from flowledger.cli import counted, signature_corpus
     from flowledger.replay.cases import load_cases, packaged_cases
     from flowledger.replay.harness import ReplayHarness
 
@@ -55,9 +58,7 @@ def _invoker(name: str) -> Any:
 
 def add_command(flows: Any) -> None:
     """Add ``replay`` to the ``flows`` group."""
-    from flowledger.cli import _command, _json_option, _share
-
-    replay = _command(
+    replay = command(
         flows,
         "replay",
         "run replay cases through an agent and compare the flows they record with the golden signatures",
@@ -76,15 +77,6 @@ def add_command(flows: Any) -> None:
     replay.add_argument(
         "--invoker", choices=INVOKERS, default="stub", help="who runs the cases (default stub: no agent runs)"
     )
-    replay.add_argument(
-        "--threshold",
-        type=_share,
-        default=0.0,
-        help="the drifted share of compared cases allowed, 0 to 1 (default 0: any drift fails; 0.05 allows 5%%)",
-    )
-    replay.add_argument(
-        "--corpus",
-        metavar="FILE",
-        help="a signature corpus to use instead of the packaged one (flowledger/reasoning/expected_signatures.json)",
-    )
-    _json_option(replay, "the counts and every case's result")
+    threshold_option(replay, "cases")
+    corpus_option(replay)
+    json_option(replay, "the counts and every case's result")

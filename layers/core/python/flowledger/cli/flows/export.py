@@ -18,7 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from flowledger.cli import CommandFailed, _command, _share, _store_option, _store_services, counted
+from flowledger.cli import store
+from flowledger.cli.failures import CommandFailed
+from flowledger.cli.options import command, share, store_option
+from flowledger.cli.text import counted
 
 if TYPE_CHECKING:
     from flowledger.reasoning.export import ExportWindow
@@ -29,7 +32,7 @@ FORMATS = ("raw", "dpo")
 
 def add_command(flows: Any) -> None:
     """Add ``export`` to the ``flows`` group."""
-    export = _command(
+    export = command(
         flows,
         "export",
         "write the closed flows of a time window as JSONL: raw records or DPO preference pairs",
@@ -45,7 +48,7 @@ def add_command(flows: Any) -> None:
     add_window_options(export)
     export.add_argument("--out", default="-", metavar="FILE|-", help="where to write (default -: stdout)")
     export.add_argument("--quiet", action="store_true", help="no progress bar (the summary line stays)")
-    _store_option(export)
+    store_option(export)
 
 
 def add_window_options(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +65,7 @@ def add_window_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-confidence",
-        type=_share,
+        type=share,
         help="only flows whose lowest confidence across steps and outcome is at least this (0 to 1);"
         " a flow with no confidence is left out",
     )
@@ -132,7 +135,7 @@ def cmd_flows_export(args: argparse.Namespace) -> int:
     window = window_from_args(args)  # before any file is made or the store is reached
     target = "stdout" if args.out == "-" else args.out
     with _output(args.out) as out:
-        services = _store_services(args.data_dir)
+        services = store.services(args.data_dir)
         from flowledger.reasoning.export import ClosedFlowReader
 
         reader = ClosedFlowReader(services, window)

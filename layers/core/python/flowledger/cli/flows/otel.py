@@ -24,6 +24,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from flowledger.cli import store
+from flowledger.cli.failures import CommandFailed
+from flowledger.cli.flows.export import MAX_LIMIT, add_window_options, window_from_args
+from flowledger.cli.options import command, json_option, positive_int, store_option
+from flowledger.cli.text import counted
 from flowledger.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -46,10 +51,7 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RF
 
 def add_command(flows: Any) -> None:
     """Add ``otel-export`` to the ``flows`` group."""
-    from flowledger.cli import _command, _json_option, _positive_int, _store_option
-    from flowledger.cli_flows.export import add_window_options
-
-    parser = _command(
+    parser = command(
         flows,
         "otel-export",
         "send flows to an OpenTelemetry backend (Phoenix, Langfuse) as GenAI spans over OTLP/HTTP",
@@ -68,7 +70,7 @@ def add_command(flows: Any) -> None:
         help="read a flows file (JSONL, as `flows export --format raw` writes it; - reads stdin) instead of the store",
     )
     add_window_options(parser)
-    _store_option(parser)
+    store_option(parser)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--endpoint",
@@ -105,7 +107,7 @@ def add_command(flows: Any) -> None:
         " default flowledger)",
     )
     parser.add_argument(
-        "--batch-spans", type=_positive_int, default=512, metavar="N", help="at most N spans a request (default 512)"
+        "--batch-spans", type=positive_int, default=512, metavar="N", help="at most N spans a request (default 512)"
     )
     parser.add_argument(
         "--batch-bytes",
@@ -114,14 +116,12 @@ def add_command(flows: Any) -> None:
         metavar="N",
         help="at most N bytes a request body (default 1000000, at least 65536)",
     )
-    _json_option(parser, "the counts and the destination")
+    json_option(parser, "the counts and the destination")
     parser.set_defaults(options_problem=window_with_input, command_parser=parser)
 
 
 def window_with_input(args: argparse.Namespace) -> str | None:
     """A window flag with --input: the flags choose flows of the store, --input names a file instead."""
-    from flowledger.cli_flows.export import MAX_LIMIT
-
     named = [flag for flag in ("since", "until", "outcome", "min_confidence") if getattr(args, flag) is not None]
     if args.limit != MAX_LIMIT:
         named.append("limit")
@@ -156,7 +156,6 @@ def cmd_flows_otel_export(args: argparse.Namespace) -> int:
         from flowledger.reasoning.otel import export_requests
     except ImportError:
         raise InvalidInput(INSTALL_HINT) from None
-    from flowledger.cli import CommandFailed, counted
 
     endpoint = _endpoint(args.endpoint) if args.endpoint else None
     headers = request_headers(args, os.environ, endpoint) if endpoint else {}
@@ -207,12 +206,10 @@ class _StoreRecords:
 @contextlib.contextmanager
 def _store_input(args: argparse.Namespace) -> Iterator[tuple[int, Callable[[], Iterator[FlowRecord]]]]:
     """The closed flows of the window flags, from the store ``--data-dir`` names (AWS without it)."""
-    from flowledger.cli import _store_services
-    from flowledger.cli_flows.export import window_from_args
     from flowledger.reasoning.export import closed_flow_records
 
     window = window_from_args(args)  # checked before the store is reached
-    yield 0, _StoreRecords(closed_flow_records(_store_services(args.data_dir), window))
+    yield 0, _StoreRecords(closed_flow_records(store.services(args.data_dir), window))
 
 
 @contextlib.contextmanager
@@ -222,7 +219,6 @@ def _checked_input(name: str) -> Iterator[tuple[int, Callable[[], Iterator[FlowR
     Two passes over the file (stdin is spooled first), so a bad last line costs one record's memory
     and sends nothing.
     """
-    from flowledger.cli import CommandFailed
     from flowledger.reasoning.dataset import RecordInvalid, read_records
 
     try:
@@ -333,7 +329,6 @@ def _post_all(
 ) -> Sent:
     import httpx
 
-    from flowledger.cli import CommandFailed, counted
     from flowledger.reasoning.otel import request_span_count
 
     with httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False) as client:
@@ -410,7 +405,6 @@ def _rejected_spans(response: httpx.Response) -> int:
 
 
 def _write_all(requests: Iterator[ExportTraceServiceRequest], out: str, sent: Sent) -> Sent:
-    from flowledger.cli import CommandFailed
     from flowledger.reasoning.otel import request_span_count
 
     try:

@@ -6,12 +6,13 @@ import argparse
 import json
 from typing import Any
 
+from flowledger.cli import store
+from flowledger.cli.options import command, json_option, store_option
+
 
 def add_command(flows: Any) -> None:
     """Add ``stamp-listing`` to the ``flows`` group."""
-    from flowledger.cli import _command, _json_option, _store_option
-
-    parser = _command(
+    parser = command(
         flows,
         "stamp-listing",
         "let flows written before the flows list show in it (once, after upgrading)",
@@ -20,14 +21,13 @@ def add_command(flows: Any) -> None:
         " agent filter read (its created year, the agents of its steps). Safe to run again: a flow already"
         " stamped is left as it is.",
     )
-    _store_option(parser)
-    _json_option(parser, "the count")
+    store_option(parser)
+    json_option(parser, "the count")
 
 
 def cmd_flows_stamp_listing(args: argparse.Namespace) -> int:
-    from flowledger.cli import _store_services
     from flowledger.reasoning.listing import stamp_unlisted_flows
 
-    counts = stamp_unlisted_flows(_store_services(args.data_dir))
+    counts = stamp_unlisted_flows(store.services(args.data_dir))
     print(json.dumps(counts) if args.json else f"stamped {counts['stamped']} flow(s) for the flows list")
     return 0

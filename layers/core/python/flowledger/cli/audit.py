@@ -1,0 +1,124 @@
+"""`flowledger audit verify|proof|check-proof`: the audit ledger's checks and inclusion proofs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flowledger.cli import store
+from flowledger.cli.failures import CommandFailed, read_file
+from flowledger.cli.options import actions, command, store_option
+from flowledger.cli.text import counted
+from flowledger.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from flowledger.ledger.chain import Stored
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``audit verify``, ``audit proof`` and ``audit check-proof``."""
+    audit = actions(
+        command(commands, "audit", "verify the audit ledger, write and check inclusion proofs"), "audit_command"
+    )
+    verify = command(
+        audit,
+        "verify",
+        "check every event, link, time and checkpoint, and look for stray chains; exit 1 on any finding",
+        cmd_audit_verify,
+        "One line per finding names its place (chain-003.42 or checkpoint ID);"
+        " the last line counts the events, chains and checkpoints checked.",
+    )
+    verify.add_argument("--chain", action="append", help="only this chain (repeatable), e.g. chain-003")
+    verify.add_argument("--from-checkpoint", help="start at this checkpoint, trusting its chain heads")
+    store_option(verify)
+    proof = command(audit, "proof", "write an inclusion proof for one event", cmd_audit_proof)
+    proof.add_argument("event_id", help="the event's id, e.g. chain-003.42")
+    proof.add_argument("--out", help="where to write it (default EVENT_ID.proof.json)")
+    store_option(proof)
+    check = command(audit, "check-proof", "check a proof file offline (no store needed)", cmd_audit_check_proof)
+    check.add_argument("file", help="the proof file")
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from flowledger.ledger.audit import checkpoints_of, verify_ledger
+
+    services = store.services(args.data_dir)
+    ledger, checkpoints = services.ledger, checkpoints_of(services)
+    known = ledger.chain_ids()
+    unknown = sorted(set(args.chain or []) - set(known))
+    if unknown:
+        raise InvalidInput(f"no chain {', '.join(unknown)} (the chains are {known[0]} to {known[-1]})")
+
+    def progress(items: Iterable[Stored], chain_id: str) -> Any:
+        return tqdm(items, desc=chain_id, unit=" events", leave=False, disable=None, file=sys.stderr)
+
+    report = verify_ledger(ledger, checkpoints, args.chain, args.from_checkpoint, progress)
+    ids, chains = report.checkpoint_ids, f"{known[0]} to {known[-1]}"
+    span = (f": {ids[0]}" + (f" to {ids[-1]}" if len(ids) > 1 else "")) if ids else ""
+    print(f"checkpoints: {report.checkpoints_checked} checked{span}")
+    for chain in report.chains:
+        events = counted(chain.checked, "event")
+        if not chain.known:
+            print(f"{chain.chain_id}: {events} under a chain id outside {chains}")
+            continue
+        found = counted(len(chain.findings), "finding") if chain.findings else "ok"
+        print(f"{chain.chain_id}: {events} checked, head seq {chain.head.seq}, {found}")
+    if not report.scanned_for_strays:
+        print("other chain ids: not looked for (--chain)")
+    elif all(chain.known for chain in report.chains):
+        print(f"other chain ids: none in the table (every item is under {chains})")
+    for finding in report.findings:
+        print(f"FINDING {finding.describe()}")
+    checked = (
+        f"{counted(report.events_checked, 'event')} in "
+        f"{counted(len(report.chains), 'chain')} and {counted(report.checkpoints_checked, 'checkpoint')}"
+    )
+    if report.ok:
+        print(f"ledger verified: {checked}")
+        return 0
+    print(f"findings: {len(report.findings):,}")
+    print(f"ledger verification FAILED: checked {checked}")
+    return 1
+
+
+def cmd_audit_proof(args: argparse.Namespace) -> int:
+    from flowledger.ledger.audit import checkpoints_of, prove
+    from flowledger.ledger.events import parse_event_id
+
+    try:
+        parse_event_id(args.event_id)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    out = Path(args.out or f"{args.event_id}.proof.json")
+    if not out.parent.is_dir():  # checked before the store is read, so a typo costs nothing
+        raise CommandFailed(f"{out}: no directory {out.parent}")
+    services = store.services(args.data_dir)
+    proof = prove(services.ledger, checkpoints_of(services), args.event_id)
+    try:
+        out.write_bytes(proof.to_bytes())
+    except OSError as exc:
+        raise CommandFailed(f"{out}: {exc.strerror or type(exc).__name__}") from None
+    print(
+        f"wrote {out}: {args.event_id} under checkpoint {proof.checkpoint.checkpoint_id} (root {proof.checkpoint.root})"
+    )
+    return 0
+
+
+def cmd_audit_check_proof(args: argparse.Namespace) -> int:
+    from flowledger.ledger.proofs import InvalidProof, check_proof
+
+    try:
+        proof = check_proof(read_file(args.file))
+    except InvalidProof as exc:
+        print(f"proof INVALID: {exc}")
+        return 1
+    print(
+        f"proof OK: {proof.event.event_id} ({proof.event.action}) is in checkpoint "
+        f"{proof.checkpoint.checkpoint_id} with root {proof.checkpoint.root}"
+    )
+    return 0
