@@ -67,7 +67,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     import httpx
 
     from flowledger.local.datadir import DataDir
-    from flowledger.local.devserver import development_token
+    from flowledger.local.dev_token import development_token
 
     base_url = (args.url or store.local_endpoints(args.data_dir).base_url).rstrip("/")
     if not base_url.startswith(("http://", "https://")):

@@ -25,7 +25,7 @@ from flowledger.api.chat_app import create_app
 from flowledger.api.openapi import openapi_document
 from flowledger.api.registry import rest_routes
 from flowledger.api.routes import routes_of
-from flowledger.api.tokens import SCOPES, TokenVerifier
+from flowledger.api.tokens import TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
 from flowledger.diagnosis.demo_database import build_demo_database
 from flowledger.diagnosis.demo_incident import DEMO_QUESTION
@@ -36,7 +36,6 @@ from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.probe import model_banner
 from flowledger.local.console import console_app
 from flowledger.local.datadir import (
-    DEV_USER,
     EMBEDDED_CREDENTIALS,
     LOCAL_AUDIENCE,
     LOCAL_ISSUER,
@@ -44,6 +43,7 @@ from flowledger.local.datadir import (
     LocalEndpoints,
 )
 from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
+from flowledger.local.dev_token import development_token
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway
 from flowledger.local.moto_server import LockedMotoServer
@@ -55,7 +55,6 @@ from flowledger.store.provision import provision_all
 from flowledger.store.tables import BUCKETS, TABLES
 
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
-DEV_TOKEN_TTL_SECONDS = 12 * 3600
 CONTINUITY_VARIABLE = "ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
 # One execution environment per worker; the embedded store serialises requests anyway.
 DEFAULT_WORKERS = 4
@@ -255,11 +254,6 @@ def seed_demo_documents(services: Services) -> int:
     for path in documents:
         index.add_document(path.name, path.read_bytes(), scope="global")
     return len(documents)
-
-
-def development_token(directory: DataDir) -> str:
-    """A token with every scope for the local developer (printed by ``serve``)."""
-    return directory.token(DEV_USER, sorted(SCOPES), ttl_seconds=DEV_TOKEN_TTL_SECONDS)
 
 
 def serve(data_dir: Path, host: str, port: int, *, reset: bool = False, workers: int = DEFAULT_WORKERS) -> None:
