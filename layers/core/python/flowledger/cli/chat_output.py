@@ -70,17 +70,6 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def server_message(raw: bytes, reason: str) -> str:
-    """The ``message`` of an error body, else its text, else the status's reason phrase."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return shorten(raw.decode(errors="replace").strip(), 200) or reason
-
-
 def print_chat_stream(lines: Iterable[str], base_url: str | None = None) -> int:
     """Print a turn's events as they arrive; 1 unless the stream ends with ``done``.
 
