@@ -20,7 +20,7 @@ from flowledger.ledger.events import AuditEntry, AuditEvent, parse_timestamp, se
 from flowledger.ledger.store import Ledger, to_item
 from flowledger.services import Services
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+AUDIT_PAGE = Path(__file__).resolve().parents[2] / "docs" / "audit-ledger.md"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 CHAINS = ("chain-000", "chain-001", "chain-002")
 CHECKPOINTED = 5  # events per chain under the checkpoint
@@ -167,7 +167,7 @@ def test_a_deleted_tail_the_checkpoint_saw_is_caught_by_it(
     assert findings(services) == [(place, "missing")]
 
 
-def test_the_tail_after_the_last_checkpoint_is_not_protected_and_the_readme_says_so(
+def test_the_tail_after_the_last_checkpoint_is_not_protected_and_the_docs_say_so(
     built: Built, services: Services
 ) -> None:
     tail = built["chain-001"]
@@ -177,9 +177,8 @@ def test_the_tail_after_the_last_checkpoint_is_not_protected_and_the_readme_says
     put(services, to_item(rewritten))  # rewritten and re-hashed after the checkpoint
     put(services, to_item(forged("chain-001", 7, rewritten.hash, tail[5].at)))  # and a forged append
     assert verify(services).ok
-    # The README owns up to it, and the bound it names is the checkpoint job's schedule.
-    section = README.read_text().split("## The audit ledger", 1)[1].split("\n## ", 1)[0]
-    text = " ".join(section.split())
+    # The audit ledger page owns up to it, and the bound it names is the checkpoint job's schedule.
+    text = " ".join(AUDIT_PAGE.read_text().split())
     assert "the events after a chain's last checkpointed head are tied to nothing outside the table" in text
     assert "every event is under a checkpoint within 5 minutes of its write" in text
     assert job_named("ledger_checkpoint").schedule == "rate(5 minutes)"
