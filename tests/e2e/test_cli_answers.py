@@ -12,9 +12,18 @@ from tests.e2e.conftest import FLOWLEDGER, clean_env
 
 pytestmark = pytest.mark.e2e
 
-# What a command that only talks to a running server has no use for (each costs seconds to import).
-SERVER_SIDE = ("moto", "uvicorn", "starlette", "aws_lambda_powertools", "boto3", "flowledger.local.devserver")
-SERVER_SIDE += ("flowledger.api.chat_app", "flowledger.local.functions", "flowledger.local.gateway")
+# What a command that only talks to a running server has no use for (together, seconds of imports).
+SERVER_SIDE = (
+    "moto",
+    "uvicorn",
+    "starlette",
+    "aws_lambda_powertools",
+    "boto3",
+    "flowledger.local.devserver",
+    "flowledger.api.chat_app",
+    "flowledger.local.functions",
+    "flowledger.local.gateway",
+)
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
