@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 
 from flowledger.errors import InvalidInput, Unauthenticated
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 SCOPES = frozenset({"reasoning.write", "reasoning.read", "chat", "documents"})
 ALGORITHM = "RS256"
@@ -82,7 +85,7 @@ def authorizer_context(token: VerifiedToken) -> dict[str, str]:
 
 def mint_token(
     *,
-    private_key_pem: bytes,
+    private_key_pem: bytes | RSAPrivateKey,  # a PEM, or a key already loaded
     kid: str,
     issuer: str,
     audience: str,
