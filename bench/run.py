@@ -19,6 +19,7 @@ BENCHMARKS = [
     "backlog.py",
     "pathways.py",
     "devserver.py",
+    "cli_start.py",
     "tabular.py",
     "continuity.py",
     "recorder.py",
