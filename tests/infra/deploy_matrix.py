@@ -33,7 +33,7 @@ GLOBAL_REGION = "us-east-1"
 PARTITION_REGIONS = {"aws-cn": "cn-north-1", "aws-us-gov": "us-gov-west-1"}
 PARTITION_PREFIXES = {"cn-": "aws-cn", "us-gov-": "aws-us-gov"}  # any other region is in "aws"
 # The console's resource types a partition does not offer (CDK's template rule F3006, cfn-lint's E3006): the
-# stack does not deploy there as is, and its synth stops naming them (README "Deploying"). Everything else in
+# stack does not deploy there as is, and its synth stops naming them (docs/deployment.md). Everything else in
 # those templates, every ARN and every cdk-nag acknowledgement, is checked as anywhere.
 MISSING_IN_PARTITION: dict[str, tuple[str, ...]] = {
     "aws-cn": (
@@ -105,7 +105,7 @@ MATRIX: dict[str, dict[str, Any]] = {
             "voyageSecretArn": VOYAGE_SECRET,
         },
     },
-    # Documented together (README "Deploying diagnosis"); both grant the chat function alone.
+    # Documented together (docs/diagnosis.md, "Deploying diagnosis"); both grant the chat function alone.
     "diagnosis": {
         **BASE,
         "flowledger:diagnosisLogGroups": DIAGNOSIS_LOG_GROUPS,

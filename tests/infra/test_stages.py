@@ -217,7 +217,7 @@ def test_the_access_log_bucket_is_versioned_and_expires_logs_by_the_stages_reten
             "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_DAYS},
         }
     ]
-    # the retention the README documents
+    # the retention docs/operations.md documents
     assert (ACCESS_LOG_DAYS, DEV_ACCESS_LOG_DAYS, ACCESS_LOG_NONCURRENT_DAYS, ABORT_MULTIPART_DAYS) == (365, 30, 30, 7)
 
 
@@ -242,4 +242,4 @@ def test_an_erased_document_or_artifact_is_gone_a_month_later_and_checkpoints_st
                 "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_DAYS},
             }
         ], spec.name
-    assert ERASED_VERSION_DAYS == 30  # the README's month
+    assert ERASED_VERSION_DAYS == 30  # the month docs/operations.md names
