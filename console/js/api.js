@@ -6,7 +6,13 @@ import { AwsClient } from "/console/vendor/aws4fetch-1.0.20/aws4fetch.esm.js";
 
 const PATIENT_TOKEN_KEY = "flowledger.patientToken";
 const USER_TOKEN_KEY = "flowledger.userToken";
+// The configuration is kept per tab (sessionStorage), so a page load after the first makes no round trip
+// for it: for at most half an hour, and never past five minutes before a token in it expires.
+const CONFIG_KEY = "flowledger.config";
+const CONFIG_KEEP_SECONDS = 1800;
+const CONFIG_MARGIN_SECONDS = 300;
 let configPromise = null;
+let configKept = false; // this page's configuration came from the tab's copy (which may be stale)
 let operatorClient = null;
 
 /** A refusal or failure the API answered with: its status, error code and message. */
@@ -19,13 +25,59 @@ export class ApiError extends Error {
   }
 }
 
-/** The console's configuration (fetched once). */
+function tokenExpiry(token) {
+  try {
+    return JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).exp;
+  } catch {
+    return NaN; // not a JWT we can read: the half hour alone bounds it
+  }
+}
+
+function keepConfig(cfg) {
+  const now = Date.now() / 1000;
+  const expiries = [cfg.patient_token, cfg.user_token].filter(Boolean).map(tokenExpiry).filter(Number.isFinite);
+  const until = Math.min(now + CONFIG_KEEP_SECONDS, ...expiries.map((exp) => exp - CONFIG_MARGIN_SECONDS));
+  try {
+    sessionStorage.setItem(CONFIG_KEY, JSON.stringify({ until, config: cfg }));
+  } catch {
+    // storage full or refused: the next page fetches it again
+  }
+}
+
+function keptConfig() {
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(CONFIG_KEY));
+    return kept && kept.until > Date.now() / 1000 ? kept.config : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The console's configuration: the tab's kept copy, else fetched (once per page) and kept. */
 export function config() {
-  configPromise ??= fetch("/console/config.json", { cache: "no-store" }).then((r) => {
-    if (!r.ok) throw new ApiError(r.status, "config", "the console configuration could not be loaded");
-    return r.json();
-  });
+  configPromise ??= (async () => {
+    const kept = keptConfig();
+    configKept = Boolean(kept);
+    if (kept) return kept;
+    const response = await fetch("/console/config.json", { cache: "no-store" });
+    if (!response.ok) throw new ApiError(response.status, "config", "the console configuration could not be loaded");
+    const cfg = await response.json();
+    keepConfig(cfg);
+    return cfg;
+  })();
   return configPromise;
+}
+
+/** ``call()``, once more with a fetched configuration if the kept one was refused (a restarted dev server). */
+async function withConfig(call) {
+  try {
+    return await call();
+  } catch (error) {
+    if (!configKept || !(error instanceof ApiError) || (error.status !== 401 && error.status !== 403)) throw error;
+    sessionStorage.removeItem(CONFIG_KEY);
+    configPromise = null;
+    return call(); // a refusal did nothing, so asking again is safe
+  }
 }
 
 function url(cfg, path, query) {
@@ -82,9 +134,8 @@ export async function signOperatorRequest(path, { method = "GET", query, body, d
 }
 
 /** An admin call (``/admin/v1/...``), SigV4-signed: ``{status, body}`` or an ApiError. */
-export async function operatorFetch(path, options = {}) {
-  const request = await signOperatorRequest(path, options);
-  return read(await fetch(request));
+export function operatorFetch(path, options = {}) {
+  return withConfig(async () => read(await fetch(await signOperatorRequest(path, options))));
 }
 
 /** The patient's bearer token: one pasted on the profile page, else the configured one. */
@@ -107,10 +158,14 @@ export function setPatientToken(token) {
 }
 
 /** A patient call (``/api/...``) with the bearer token: ``{status, body}`` (202 included) or an ApiError. */
-export async function patientFetch(path, { method = "GET", query, body } = {}) {
+export function patientFetch(path, options = {}) {
+  return withConfig(() => bearerFetch(path, patientToken, options));
+}
+
+async function bearerFetch(path, token, { method = "GET", query, body, signal } = {}) {
   const cfg = await config();
-  const headers = { authorization: `Bearer ${await patientToken()}` };
-  const init = { method, headers };
+  const headers = { authorization: `Bearer ${await token()}` };
+  const init = { method, headers, signal };
   if (body !== undefined) {
     headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -143,13 +198,6 @@ export async function apiUrl(path, query) {
 }
 
 /** A chat-user call (``/api/chat``, ``/api/documents``, ...) with the bearer token: ``{status, body}``. */
-export async function userFetch(path, { method = "GET", query, body, signal } = {}) {
-  const cfg = await config();
-  const headers = { authorization: `Bearer ${await userToken()}` };
-  const init = { method, headers, signal };
-  if (body !== undefined) {
-    headers["content-type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  return read(await fetch(url(cfg, path, query), init));
+export function userFetch(path, options = {}) {
+  return withConfig(() => bearerFetch(path, userToken, options));
 }

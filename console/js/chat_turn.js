@@ -3,7 +3,7 @@
 // source-context line and "How this was answered" (the turn's reasoning flow). Drawn the same from a
 // stored run (the runs history) and from a live stream.
 
-import { h, replace } from "/console/js/dom.js";
+import { h, plural, replace } from "/console/js/dom.js";
 import { sourceIndicator } from "/console/js/chat_indicator.js";
 
 /** Short progress labels for the API's fixed status codes. */
@@ -55,7 +55,7 @@ export function answerTable(table) {
   const columns = table.columns || [];
   const numeric = columns.map((_, i) => table.rows.every((row) => row[i] == null || isNumber(row[i])));
   const cut = table.rows_shown < table.total_rows;
-  const caption = `${table.title}: ${cut ? `${table.rows_shown} of ${table.total_rows} rows` : `${table.total_rows} rows`}`;
+  const caption = `${table.title}: ${cut ? `${table.rows_shown} of ${table.total_rows} rows` : plural(table.total_rows, "row")}`;
   return h(
     "div",
     { class: "answer-table", dataset: { documentId: table.document_id } },

@@ -56,3 +56,8 @@ export function stylesheet(href) {
   if (document.querySelector(`link[rel="stylesheet"][href="${href}"]`)) return;
   document.head.append(h("link", { rel: "stylesheet", href }));
 }
+
+/** "1 hit", "3 hits", "1,200 rows": a count with its noun agreeing (``many`` for irregular plurals). */
+export function plural(n, one, many = `${one}s`) {
+  return `${Number(n).toLocaleString("en")} ${n === 1 ? one : many}`;
+}

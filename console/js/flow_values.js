@@ -2,7 +2,7 @@
 // indented JSON, each cut at a fixed size with a button that shows the rest. A sealed PII field arrives as
 // {"__sealed__": true}; its "Show sealed value" button opens it through the audited admin read.
 
-import { h, replace } from "/console/js/dom.js";
+import { h, plural, replace } from "/console/js/dom.js";
 
 export const SEALED_KEY = "__sealed__";
 const TEXT_CHARS = 1200; // text or JSON shown before "Show all"
@@ -47,12 +47,12 @@ function recordsTable(rows) {
   const shownColumns = columns.slice(0, COLUMNS_SHOWN);
   const shown = rows.slice(0, ROWS_SHOWN);
   const note = [
-    rows.length > shown.length ? `first ${shown.length} of ${rows.length} rows` : `${rows.length} ${rows.length === 1 ? "row" : "rows"}`,
+    rows.length > shown.length ? `first ${shown.length} of ${rows.length} rows` : plural(rows.length, "row"),
     columns.length > shownColumns.length ? `${shownColumns.length} of ${columns.length} columns` : null,
   ].filter(Boolean);
   return h(
     "div",
-    { class: "table-wrap value-table", tabindex: "0", role: "region", "aria-label": `Table of ${rows.length} rows` },
+    { class: "table-wrap value-table", tabindex: "0", role: "region", "aria-label": `Table of ${plural(rows.length, "row")}` },
     h(
       "table",
       {},

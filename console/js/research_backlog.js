@@ -2,7 +2,7 @@
 // pill, all from GET /admin/v1/reasoning/research/backlog (the server decides the health verdict).
 
 import { operatorFetch } from "/console/js/api.js";
-import { age, h, problem, replace } from "/console/js/dom.js";
+import { age, h, plural, problem, replace } from "/console/js/dom.js";
 
 const STATUS_LABELS = {
   pending: "Pending",
@@ -57,7 +57,7 @@ function ages(view) {
       "div",
       { dataset: { callout: "retries" } },
       h("dt", {}, "Retries"),
-      h("dd", {}, retries.length ? retries.map(([n, count]) => `${count} with ${n} ${n === "1" ? "retry" : "retries"}`).join(", ") : "none"),
+      h("dd", {}, retries.length ? retries.map(([n, count]) => `${count} with ${plural(Number(n), "retry", "retries")}`).join(", ") : "none"),
     ),
   );
 }

@@ -3,13 +3,14 @@
 
 import { operatorFetch } from "/console/js/api.js";
 import { radarSvg } from "/console/js/radar.js";
-import { age, h, problem, replace } from "/console/js/dom.js";
+import { age, h, plural, problem, replace } from "/console/js/dom.js";
 import { axesGrid, seriesOf } from "/console/js/research_radar.js";
 
 const MAX_PICKED = 2;
 
 /**
- * The candidate list for a MatchResult. ``onPick(ids)`` hears the ticked pathway ids (in tick order),
+ * The candidate list for a MatchResult. ``onPick(ids, item)`` hears the ticked pathway ids (in tick order)
+ * and the candidate whose box changed,
  * ``onReuse(view)`` a pathway's view after a hit, ``announce(text)`` a polite status line.
  */
 export function candidateList(result, { onPick, onReuse, announce }) {
@@ -61,7 +62,7 @@ export function candidateList(result, { onPick, onReuse, announce }) {
       if (box.checked) picked.push(id);
       else picked.splice(picked.indexOf(id), 1);
       syncBoxes();
-      onPick([...picked]);
+      onPick([...picked], box.closest("li.candidate"));
     });
     boxes.push(box);
 
@@ -75,8 +76,8 @@ export function candidateList(result, { onPick, onReuse, announce }) {
         replace(hits, String(view.hit_count));
         replace(lastHit, view.last_hit_at ? age(view.last_hit_at) : "never");
         drawRadars();
-        replace(status, h("span", { class: "reused" }, `Reused: ${view.hit_count} ${view.hit_count === 1 ? "hit" : "hits"} now.`));
-        announce(`Reused ${view.trigger_ref}: ${view.hit_count} hits.`);
+        replace(status, h("span", { class: "reused" }, `Reused: ${plural(view.hit_count, "hit")} now.`));
+        announce(`Reused ${view.trigger_ref}: ${plural(view.hit_count, "hit")}.`);
         onReuse(view);
       } catch (error) {
         replace(status, problem(error));

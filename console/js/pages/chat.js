@@ -13,6 +13,8 @@ const SESSION = /^ses_[0-9A-Z]{26}$/;
 const SESSIONS_PAGE = 20;
 const RUNS_PAGE = 20;
 const FINAL_LABEL = { done: "Answered", fallback: "Fallback", failed: "Failed", cancelled: "Cancelled", refused: "Refused" };
+// As chat.css stacks the page: below this width the conversation list starts folded, after the message box.
+const NARROW = "(max-width: 700px)";
 
 /** The bytes of one chat request: the query, the session, and the selection's source fields, in that order. */
 export function requestBody(state, query) {
@@ -56,10 +58,14 @@ function sessionList(state) {
   const node = h(
     "nav",
     { class: "sessions panel", "aria-labelledby": "sessions-heading" },
-    h("h2", { id: "sessions-heading" }, "Conversations"),
-    h("p", {}, h("a", { href: "/console/chat", class: "new-session" }, "New conversation")),
-    list,
-    more,
+    h(
+      "details",
+      { open: !window.matchMedia(NARROW).matches },
+      h("summary", {}, h("h2", { id: "sessions-heading" }, "Conversations")),
+      h("p", {}, h("a", { href: "/console/chat", class: "new-session" }, "New conversation")),
+      list,
+      more,
+    ),
   );
   return {
     node,
@@ -243,7 +249,8 @@ export async function render(main, { query }) {
     h(
       "div",
       { class: "chat-layout" },
-      sessions.node,
+      // The conversation comes first (on a phone the message box is on screen at once); chat.css puts the
+      // list beside it on wide screens.
       h(
         "section",
         { class: "conversation", "aria-labelledby": "conversation-heading" },
@@ -254,8 +261,10 @@ export async function render(main, { query }) {
         form,
         panel.node,
       ),
+      sessions.node,
     ),
   );
+  input.focus(); // the page is for writing: no Tab through the header and the list to reach the box
   const loading = [sessions.load(), panel.load().then(() => upload.setWorkspaces(panel.workspaces))];
   if (state.sessionId) loading.push(history.load().catch((error) => turns.before(problem(error))));
   await Promise.all(loading);

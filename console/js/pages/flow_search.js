@@ -4,7 +4,7 @@
 // and can be shared; applying a filter or paging is a navigation to that address (see app.js).
 
 import { operatorFetch } from "/console/js/api.js";
-import { age, h, problem, replace, stylesheet } from "/console/js/dom.js";
+import { age, h, plural, problem, replace, stylesheet } from "/console/js/dom.js";
 
 // The same patterns the API checks: a malformed value is refused here, before any call.
 const TRACE_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -208,7 +208,7 @@ async function results(traceId, limit, cursor, page) {
   return replace(
     section,
     heading,
-    h("p", { class: "muted" }, `${flows.length} flow${flows.length === 1 ? "" : "s"} on this page, oldest first.`),
+    h("p", { class: "muted" }, `${plural(flows.length, "flow")} on this page, oldest first.`),
     h("div", { class: "table-wrap" }, table),
     pager,
   );
@@ -371,7 +371,7 @@ async function listResults(values, limit, cursor, page) {
     h("thead", {}, h("tr", {}, ["Trigger", "State", "Outcome", "Steps", "Started", "Duration"].map((name) => h("th", { scope: "col" }, name)))),
     h("tbody", {}, flows.map(listRow)),
   );
-  const count = `${flows.length} flow${flows.length === 1 ? "" : "s"} on this page, newest first.`;
+  const count = `${plural(flows.length, "flow")} on this page, newest first.`;
   const short = next && flows.length < limit ? " Fewer than a page matched here; there may be more in older flows." : "";
   return replace(section, heading, h("p", { class: "muted" }, count + short), h("div", { class: "table-wrap" }, table), pager);
 }

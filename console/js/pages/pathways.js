@@ -1,9 +1,11 @@
-// The Pathway library: totals, embedding models, demotions, the most reused pathways and each trigger
-// family's maturity, from GET /admin/v1/reasoning/pathways/stats. It refreshes in place (a button, and
-// every ~15 s while the tab is visible): only the data re-renders, and the update is announced politely.
+// The Pathway library: the pathways themselves, filtered, each with its radar (pathway_list.js), then
+// totals, embedding models, demotions, the most reused pathways and each trigger family's maturity, from
+// GET /admin/v1/reasoning/pathways/stats. The statistics refresh in place (a button, and every ~15 s while
+// the tab is visible; the button reloads the list too): only they re-render, and the update is announced politely.
 
 import { operatorFetch } from "/console/js/api.js";
 import { h, replace, stylesheet } from "/console/js/dom.js";
+import { pathwayList } from "/console/js/pathway_list.js";
 
 const EVERY_SECONDS = 15;
 const TOP_SHOWN = 5;
@@ -94,6 +96,7 @@ export async function render(main, { query }) {
   const data = h("div", { class: "library-data" });
   const updated = h("p", { class: "updated muted", role: "status", "aria-live": "polite" });
   const refreshButton = h("button", { type: "button", class: "secondary refresh" }, "Refresh");
+  const pathways = pathwayList(query);
   let inFlight = null;
 
   async function refresh() {
@@ -103,6 +106,7 @@ export async function render(main, { query }) {
         const { body: stats } = await operatorFetch("/admin/v1/reasoning/pathways/stats");
         replace(data, totals(stats), h("div", { class: "library-tables" }, byModel(stats), topHits(stats), maturity(stats)));
         data.dataset.total = String(stats.total);
+        pathways.families(Object.keys(stats.by_trigger_type).sort());
         replace(updated, `Updated ${clock(new Date())}`);
       } catch (error) {
         // A span, not problem()'s paragraph: this sits inside the status line.
@@ -113,15 +117,16 @@ export async function render(main, { query }) {
     })();
     return inFlight;
   }
-  refreshButton.addEventListener("click", refresh);
+  refreshButton.addEventListener("click", () => Promise.all([refresh(), pathways.load()]));
 
   replace(
     main,
     h("h1", {}, "Pathway library"),
-    h("div", { class: "library-bar" }, refreshButton, h("span", { class: "muted" }, `Refreshes every ${every} s.`), updated),
+    h("div", { class: "library-bar" }, refreshButton, h("span", { class: "muted" }, `Statistics refresh every ${every} s.`), updated),
+    pathways.node,
     data,
   );
-  await refresh();
+  await Promise.all([refresh(), pathways.load()]);
   const timer = setInterval(() => {
     if (!data.isConnected) clearInterval(timer); // the page was replaced
     else if (!document.hidden) refresh();

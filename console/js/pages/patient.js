@@ -6,7 +6,7 @@
 // said gently. The patient narrative route allows 30 reads per 5 minutes, so the re-checks slow down.
 
 import { ApiError, patientFetch } from "/console/js/api.js";
-import { h, replace, stylesheet } from "/console/js/dom.js";
+import { h, plural, replace, stylesheet } from "/console/js/dom.js";
 import { axisWords, radarSvg } from "/console/js/radar.js";
 
 const PROFILE = "/console/patient";
@@ -58,7 +58,7 @@ class ExplanationView {
 
   showInProgress(progress) {
     const count = progress?.steps_so_far ?? 0;
-    const steps = count === 1 ? "1 step so far" : `${count} steps so far`;
+    const steps = `${plural(count, "step")} so far`;
     const more = this.checks < MAX_CHECKS;
     replace(
       this.main,

@@ -2,7 +2,7 @@
 // research for the trigger, the backlog with its loop-health verdict, and the claims pending review.
 
 import { operatorFetch } from "/console/js/api.js";
-import { h, problem, replace, stylesheet } from "/console/js/dom.js";
+import { h, plural, problem, replace, stylesheet } from "/console/js/dom.js";
 import { backlogPanel } from "/console/js/research_backlog.js";
 import { candidateList } from "/console/js/research_candidates.js";
 import { claimsPanel } from "/console/js/research_claims.js";
@@ -62,7 +62,9 @@ function deeperResearch(trigger, { announce, backlog }) {
           { class: "grid", dataset: { requestId: row.request_id } },
           h("div", {}, h("dt", {}, "Request"), h("dd", { class: "mono request-id" }, row.request_id)),
           h("div", {}, h("dt", {}, "Status"), h("dd", { class: "request-status" }, row.status)),
-          h("div", {}, h("dt", {}, "Place in queue"), h("dd", {}, row.ticket ?? "—")),
+          // The API's count of pending requests up to this one (the backlog's pending count bounds it),
+          // not its ticket: a ticket numbers every request ever queued.
+          h("div", {}, h("dt", {}, "Place in queue"), h("dd", { class: "queue-place" }, row.place_in_queue ?? "—")),
           h("div", {}, h("dt", {}, "Reason"), h("dd", {}, row.reason)),
         ),
       );
@@ -99,6 +101,10 @@ export async function render(main, { query }) {
   const refInput = h("input", { id: "trigger-ref", name: "trigger_ref", required: true, maxlength: "256", autocomplete: "off", value: query.get("trigger_ref") || "" });
   const families = h("datalist", { id: "trigger-types" }, h("option", { value: "user_question" }));
   const results = h("div", { class: "results" });
+  // The comparison shows under the candidate whose tick completed the pair (not below the whole list):
+  // inserted after that tick, it moves nothing above the pointer; with fewer ticks it waits here.
+  const compareHome = h("div", { class: "compare-home" }, compare.section);
+  const compareSlot = h("li", { class: "compare-slot" });
   const deeper = h("div", { class: "deeper" }); // after the comparison, so ticking never moves it under the pointer
   const searchForm = h(
     "form",
@@ -121,19 +127,28 @@ export async function render(main, { query }) {
     replace(results, h("p", { class: "muted" }, "Matching…"));
     replace(deeper);
     compare.show([]);
+    compareHome.append(compare.section); // out of the old list before it goes
+    compareSlot.remove();
     let picked = [];
     try {
       const { body: match } = await operatorFetch("/admin/v1/reasoning/pathways/match", { query: trigger });
       const count = match.candidates.length;
       replace(
         results,
-        h("h2", { id: "candidates-heading" }, `${count} ${count === 1 ? "candidate" : "candidates"}`),
+        h("h2", { id: "candidates-heading" }, plural(count, "candidate")),
         h("p", { class: "muted" }, `For ${match.trigger_type} · ${match.trigger_ref}, ranked by the library${match.query_model ? ` (model ${match.query_model})` : ""}.`),
         candidateList(match, {
           announce,
-          onPick: (ids) => {
+          onPick: (ids, item) => {
             picked = ids;
             compare.show(ids);
+            if (ids.length === 2) {
+              compareSlot.append(compare.section);
+              item.after(compareSlot);
+            } else if (compareSlot.isConnected) {
+              compareHome.append(compare.section);
+              compareSlot.remove();
+            }
           },
           onReuse: (view) => {
             if (picked.length === 2 && picked.includes(view.pathway_id)) compare.show(picked); // its radar moved
@@ -141,7 +156,7 @@ export async function render(main, { query }) {
         }),
       );
       replace(deeper, deeperResearch(trigger, { announce, backlog }));
-      announce(`${count} ${count === 1 ? "candidate" : "candidates"} for ${match.trigger_ref}.`);
+      announce(`${plural(count, "candidate")} for ${match.trigger_ref}.`);
     } catch (error) {
       replace(results, problem(error));
       replace(deeper, deeperResearch(trigger, { announce, backlog })); // the library failing is no reason not to ask
@@ -159,7 +174,7 @@ export async function render(main, { query }) {
     h(
       "div",
       { class: "research-layout" },
-      h("div", { class: "research-main" }, searchForm, results, compare.section, deeper),
+      h("div", { class: "research-main" }, searchForm, results, compareHome, deeper),
       h("div", { class: "research-side" }, backlog.section, claims.section),
     ),
   );

@@ -24,6 +24,7 @@ from flowledger.research.models import (
     Pulled,
     PullRequest,
 )
+from flowledger.research.queue_place import QueuedRequest, queued
 
 router = Router()
 RequestId = Annotated[str, Path(pattern=r"^rq_[0-9a-f]{26}$")]
@@ -43,14 +44,15 @@ def _json(status: int, body: Any) -> Response[str]:
     summary="Enqueue deeper research",
     tags=["research"],
     responses={
-        201: {"description": "queued", "content": {"application/json": {"model": BacklogRow}}},
-        200: {"description": "already queued with this key", "content": {"application/json": {"model": BacklogRow}}},
+        201: {"description": "queued", "content": {"application/json": {"model": QueuedRequest}}},
+        200: {"description": "already queued with this key", "content": {"application/json": {"model": QueuedRequest}}},
     },
 )
 def enqueue(body: DeeperRequest) -> Response[str]:
     actor = _actor()
-    row, created = Backlog(services_of(router)).request_deeper(actor, body)
-    return _json(201 if created else 200, row)
+    services = services_of(router)
+    row, created = Backlog(services).request_deeper(actor, body)
+    return _json(201 if created else 200, queued(services, row))
 
 
 @router.post("/admin/v1/reasoning/research/backlog/next", summary="Atomic FIFO pull", tags=["research"])

@@ -69,7 +69,9 @@ class BacklogRow(BaseModel):
     created_by: str
     strategy: str | None = None
     retry_count: int = 0
-    ticket: int | None = Field(None, description="the row's place in the queue while it is pending")
+    ticket: int | None = Field(
+        None, description="the row's ticket while it is pending: enqueue order, not its place (queue_place.py)"
+    )
     ticketed_at: str | None = None
     dispatched_at: str | None = None
     dispatched_to: str | None = None
