@@ -58,7 +58,7 @@ def clean_env() -> dict[str, str]:
 def launch_server(
     data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
 ) -> RunningServer:
-    """Start ``flowledger serve`` and wait until ``/health`` answers (its functions are warm then).
+    """Start ``flowledger serve`` and wait until it says it is ready (its store and functions are warm then).
 
     ``env`` adds variables to the clean environment (``BACKLOG_CONSUMER_ENABLED=false``, say).
     """
@@ -77,7 +77,8 @@ def launch_server(
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(f"{base_url}/health", timeout=1).status_code == 200:
+            # /health answers before the start has finished; the banner's ready line comes after.
+            if httpx.get(f"{base_url}/health", timeout=1).status_code == 200 and "\nready in " in log.read_text():
                 break
         except httpx.TransportError:
             pass

@@ -1,4 +1,8 @@
-"""`flowledger serve`: the local dev server (:mod:`flowledger.local.devserver` does the work)."""
+"""`flowledger serve`: the local dev server (:mod:`flowledger.local.devserver` does the work).
+
+Every argument is checked, and the data dir locked, before the server's own imports: a bad port, a
+data dir that is a file or another server's refuses at once, in one line (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,18 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from flowledger.cli.options import command, local_data_dir_option, positive_int
+from flowledger.cli.options import command, local_data_dir_option
+
+DEFAULT_PORT = 8000
+DEFAULT_WORKERS = 4
 
 
 def add_commands(commands: Any) -> None:
     """Add ``serve``."""
     serve = command(commands, "serve", "run every route, the embedded AWS store and the scheduler locally", cmd_serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    # Numbers are read as text and checked by the command, so a bad one is one line, not argparse's usage.
+    serve.add_argument("--port", default=str(DEFAULT_PORT), help=f"port to listen on, 1-65535 (default {DEFAULT_PORT})")
     local_data_dir_option(serve, "the saved store, signing key, admin credentials and local.json")
     serve.add_argument(
         "--reset",
@@ -22,14 +30,42 @@ def add_commands(commands: Any) -> None:
         help="start empty: forget the saved store, the signing key (old tokens stop working) and the credentials",
     )
     serve.add_argument(
-        "--workers", type=positive_int, default=4, help="worker processes running the REST functions (default 4)"
+        "--workers",
+        default=str(DEFAULT_WORKERS),
+        help=f"worker processes running the REST functions, 1-32 (default {DEFAULT_WORKERS})",
+    )
+    serve.add_argument(
+        "--metrics-stdout",
+        action="store_true",
+        help="print the EMF metric lines on standard output, as Lambda does (default: DATA_DIR/metrics.jsonl)",
     )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from flowledger.local.devserver import serve
+    from flowledger.local.datadir_lock import DataDirLock
+    from flowledger.local.serve_options import check_port, check_workers, prepare_data_dir, whole_number
 
+    port = whole_number("--port", args.port)
+    workers = whole_number("--workers", args.workers)
+    check_workers(workers)
+    data_dir = Path(args.data_dir)
+    prepare_data_dir(data_dir)
+    check_port(args.host, port)
+    lock = DataDirLock.acquire(data_dir, f"http://{args.host}:{port}")
+    try:
+        from flowledger.local.devserver import serve
+    except BaseException:
+        lock.release()
+        raise
     # Ctrl-C is how serve is meant to stop; everything was shut down on the way out.
     with contextlib.suppress(KeyboardInterrupt):
-        serve(Path(args.data_dir), args.host, args.port, reset=args.reset, workers=args.workers)
+        serve(
+            data_dir,
+            args.host,
+            port,
+            reset=args.reset,
+            workers=workers,
+            metrics_stdout=args.metrics_stdout,
+            lock=lock,
+        )
     return 0

@@ -5,6 +5,8 @@
 ``local.json``             base URL, embedded AWS endpoint, region, physical table and bucket names
 ``aws-state.pickle``       the embedded store (tables, buckets, keys, log groups), saved at intervals and on shutdown
 ``demo-incident.sqlite``   the demo incident's database, which the diagnosis agent's ``query_sql`` reads
+``metrics.jsonl``          the server's metrics, one EMF record a line (``GET /metrics`` sums them up)
+``serve.lock``             locked by the server using the directory: its pid and URL (local/datadir_lock.py)
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from flowledger.errors import ConfigurationError
 # and every `--data-dir` command use them; here so that such a command does not load the server).
 EMBEDDED_CREDENTIALS = ("flowledger-local", "flowledger-local-secret")
 
+DEFAULT_DATA_DIR = ".flowledger"  # where the CLI looks when no --data-dir is given
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_AUDIENCE = "flowledger"
 LOCAL_ISSUER = "flowledger-local"
 DEV_USER = "dev-user"  # the local developer: the printed token's subject, and the console chat page's user
 STATE_FILE = "aws-state.pickle"  # the embedded store's snapshot (local/moto_state.py)
 DEMO_DATABASE_FILE = "demo-incident.sqlite"  # built with the demo logs on a fresh store
+METRICS_FILE = "metrics.jsonl"
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,10 @@ class DataDir:
     @property
     def demo_database(self) -> Path:
         return self.path / DEMO_DATABASE_FILE
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / METRICS_FILE
 
     def ensure(self, region: str) -> None:
         """Create the directory, signing key and admin credentials if they are missing."""

@@ -7,66 +7,74 @@ to the data directory at intervals and on shutdown, and restored at start.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import shlex
 import signal
-import socket
 import sys
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.swagger_ui.html import generate_swagger_html
-
 from flowledger import __version__
-from flowledger.api.chat_app import create_app
 from flowledger.api.openapi import openapi_document
 from flowledger.api.registry import rest_routes
 from flowledger.api.routes import routes_of
-from flowledger.api.tokens import TokenVerifier
+from flowledger.api.tokens import SCOPES, TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
-from flowledger.diagnosis.demo_database import build_demo_database
 from flowledger.diagnosis.demo_incident import DEMO_QUESTION
-from flowledger.diagnosis.demo_logs import seed_demo_logs
 from flowledger.errors import ConfigurationError
 from flowledger.jobs import JOBS
-from flowledger.knowledge.index import KnowledgeIndex
 from flowledger.llm.probe import model_banner
 from flowledger.local.console import console_app
 from flowledger.local.datadir import (
+    DEFAULT_DATA_DIR,
+    DEV_USER,
     EMBEDDED_CREDENTIALS,
     LOCAL_AUDIENCE,
     LOCAL_ISSUER,
     DataDir,
     LocalEndpoints,
 )
+from flowledger.local.datadir_lock import DataDirLock
 from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
-from flowledger.local.dev_token import development_token
 from flowledger.local.functions import FunctionPool, settings_environment
-from flowledger.local.gateway import LocalGateway
+from flowledger.local.gateway import LocalGateway, Page, gateway_log
+from flowledger.local.metrics_view import MetricsView
 from flowledger.local.moto_server import LockedMotoServer
 from flowledger.local.moto_state import DEFAULT_INTERVAL_SECONDS, PeriodicSnapshots, StateCounts
 from flowledger.local.scheduler import LocalScheduler
+from flowledger.local.serve_options import check_port, prepare_data_dir
 from flowledger.local.sigv4 import SigV4Verifier
+from flowledger.local.startup import StartupGate
+from flowledger.metrics import METRICS_FILE_VARIABLE
 from flowledger.services import Services, build_services
 from flowledger.store.provision import provision_all
 from flowledger.store.tables import BUCKETS, TABLES
 
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
+DEV_TOKEN_TTL_SECONDS = 12 * 3600
 CONTINUITY_VARIABLE = "ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
 # One execution environment per worker; the embedded store serialises requests anyway.
 DEFAULT_WORKERS = 4
-GRACEFUL_SHUTDOWN_SECONDS = 3
-_SWAGGER = Path(generate_swagger_html.__code__.co_filename).parent
-SWAGGER_JS = (_SWAGGER / "swagger-ui-bundle.min.js").read_text()
-SWAGGER_CSS = (_SWAGGER / "swagger-ui.min.css").read_text()
+# In-flight requests get this long once a stop is asked for; the whole stop fits in about 3 s.
+GRACEFUL_SHUTDOWN_SECONDS = 1
+# Past this, a stop stuck on anything (a hung worker, a socket) leaves the process regardless.
+STOP_DEADLINE_SECONDS = 8.0
 
 
 @dataclass
 class LocalStack:
-    """Everything ``serve`` started, so it can be stopped in one call."""
+    """Everything ``serve`` started, so it can be stopped in one call.
+
+    ``open_local_stack`` starts what ``/health`` needs; ``finish`` does the rest (provisioning, the
+    demo data, the chat app, the other workers) and then opens ``gate``.
+    """
 
     app: LocalGateway
     services: Services
@@ -77,28 +85,59 @@ class LocalStack:
     snapshots: PeriodicSnapshots
     state_file: Path
     restored: StateCounts | None
-    demo_table: DemoTable
+    directory: DataDir
+    gate: StartupGate
+    demo_table: DemoTable | None = None
+    finished: bool = False
+
+    def finish(self, stopping: Callable[[], bool] = lambda: False) -> None:
+        """The start's second half; returns early (gate closed) once ``stopping()`` is true."""
+        services, settings = self.services, self.services.settings
+        steps: list[Callable[[], object]] = [
+            lambda: provision_all(
+                services.aws, settings.aws_region, settings.data_key_id, upload_origins=settings.cors_origin_list
+            ),
+            # A restored store keeps what its user made of the demo documents.
+            lambda: self.restored is None and seed_demo_documents(services),
+            lambda: setattr(self, "demo_table", ensure_demo_table(services)),
+            lambda: seed_demo_incident(services, self.directory, fresh=self.restored is None),
+            lambda: _mount_chat(self.app, services),
+            self.functions.grow,
+        ]
+        for step in steps:
+            if stopping():
+                return
+            step()
+        self.finished = True
+        self.gate.open()
 
     def stop(self) -> None:
-        """Stop the jobs and the functions, save the store one last time, then stop it."""
+        """Stop the jobs and the functions, save the store one last time, then stop it.
+
+        A fresh store whose start was cut short is not saved: it holds only part of the demo data and
+        nothing of the user's (requests wait at the gate), and the next start seeds it whole.
+        """
         self.scheduler.stop()
         self.functions.stop()
-        self.snapshots.stop()
+        if self.finished:
+            self.snapshots.stop()
+        elif self.restored is not None:
+            self.moto.snapshot(self.state_file)  # writes only if the interrupted start changed something
         self.moto.stop()
 
 
-def ensure_port_free(host: str, port: int) -> None:
-    """Fail with one clear line before anything starts when the port is taken."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # As uvicorn binds: a port left in TIME_WAIT by a server that just stopped is free.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            raise ConfigurationError(f"port {port} on {host} is already in use; pick another with --port") from None
+def start_local_stack(data_dir: Path, host: str, port: int, **options: Any) -> LocalStack:
+    """The whole stack, both halves of the start done in this thread (options as ``open_local_stack``)."""
+    stack = open_local_stack(data_dir, host, port, **options)
+    try:
+        stack.finish()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
 
 
-def start_local_stack(
+def open_local_stack(
     data_dir: Path,
     host: str,
     port: int,
@@ -108,7 +147,10 @@ def start_local_stack(
     snapshot_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
     **settings_overrides: Any,
 ) -> LocalStack:
-    """Start the embedded AWS endpoint (restored from the data dir), the function workers and the gateway."""
+    """Start what ``/health`` needs: the embedded AWS endpoint (restored), one function worker, the gateway.
+
+    ``local.json`` is written here, so a CLI command run once ``/health`` answers finds the server.
+    """
     base_url = f"http://{host}:{port}"
     directory = DataDir(data_dir)
     if reset:
@@ -134,11 +176,6 @@ def start_local_stack(
         settings = with_demo_database(settings, directory)
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
-        provision_all(services.aws, settings.aws_region, settings.data_key_id, upload_origins=settings.cors_origin_list)
-        if restored is None:  # a restored store keeps what its user made of the demo documents
-            seed_demo_documents(services)
-        demo_table = ensure_demo_table(services)
-        seed_demo_incident(services, directory, fresh=restored is None)
         endpoints = LocalEndpoints(
             base_url=base_url,
             aws_endpoint_url=aws_endpoint,
@@ -151,7 +188,8 @@ def start_local_stack(
         directory.write_endpoints(endpoints)
         functions = FunctionPool(_function_environment(settings), workers)
         functions.start()
-        app = _gateway(settings, services, directory, functions)
+        gate = StartupGate()
+        app = _gateway(settings, directory, functions, gate)
         scheduler = LocalScheduler(JOBS, services)
         snapshots = PeriodicSnapshots(moto, state_file, snapshot_interval_seconds)
     except BaseException:
@@ -169,7 +207,8 @@ def start_local_stack(
         snapshots=snapshots,
         state_file=state_file,
         restored=restored,
-        demo_table=demo_table,
+        directory=directory,
+        gate=gate,
     )
 
 
@@ -191,30 +230,64 @@ def _function_environment(settings: Settings) -> dict[str, str]:
     return {**settings_environment(settings), "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
 
 
-def _gateway(settings: Settings, services: Services, directory: DataDir, functions: FunctionPool) -> LocalGateway:
-    document = openapi_document(__version__)
-    spec = json.dumps(document).encode()
-    docs = generate_swagger_html(
-        json.dumps(document), SWAGGER_JS, SWAGGER_CSS, swagger_base_url="", oauth2_config=None
-    ).encode()
+def _gateway(settings: Settings, directory: DataDir, functions: FunctionPool, gate: StartupGate) -> LocalGateway:
     jwks = json.dumps(directory.jwks()).encode()
+    metrics = MetricsView(directory.metrics_file)
     assert settings.jwks_url and settings.jwt_issuer
-    gateway = LocalGateway(
+    return LocalGateway(
         routes=rest_routes(),
         functions=functions,
         tokens=TokenVerifier(settings.jwks_url, settings.jwt_issuer, settings.jwt_audience),
         sigv4=SigV4Verifier(directory.admin_credentials()),
         cors_origins=settings.cors_origin_list,
         pages={
-            "/openapi.json": lambda: ("application/json", spec),
-            "/docs": lambda: ("text/html; charset=utf-8", docs),
+            "/openapi.json": _api_description("application/json"),
+            "/docs": _api_description("text/html; charset=utf-8"),
             "/.well-known/jwks.json": lambda: ("application/json", jwks),
         },
+        loopback_pages={"/metrics": lambda: ("application/json", json.dumps(metrics.summary(), indent=1).encode())},
         console=console_app(directory, aws_endpoint=settings.aws_endpoint_url),
+        gate=gate,
     )
-    chat_paths = {path: item for path, item in document["paths"].items() if path.startswith("/api/chat")}
+
+
+def _api_description(content_type: str) -> Page:
+    """``/openapi.json`` or ``/docs``, built on first request (half a second the start does not wait for)."""
+
+    def page() -> tuple[str, bytes]:
+        spec, docs = _openapi_pages()
+        return content_type, docs if content_type.startswith("text/html") else spec
+
+    return page
+
+
+@functools.cache
+def _openapi_pages() -> tuple[bytes, bytes]:
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui.html import generate_swagger_html
+
+    swagger = Path(generate_swagger_html.__code__.co_filename).parent
+    document = _document()
+    docs = generate_swagger_html(
+        json.dumps(document),
+        (swagger / "swagger-ui-bundle.min.js").read_text(),
+        (swagger / "swagger-ui.min.css").read_text(),
+        swagger_base_url="",
+        oauth2_config=None,
+    )
+    return json.dumps(document).encode(), docs.encode()
+
+
+@functools.cache
+def _document() -> dict[str, Any]:
+    return openapi_document(__version__)
+
+
+def _mount_chat(gateway: LocalGateway, services: Services) -> None:
+    """The streaming chat app, served in this process as Lambda Web Adapter runs it."""
+    from flowledger.api.chat_app import create_app  # its imports cost a quarter second: after /health
+
+    chat_paths = {path: item for path, item in _document()["paths"].items() if path.startswith("/api/chat")}
     gateway.mount("chat", create_app(lambda: services), routes_of(chat_paths, function="chat"))
-    return gateway
 
 
 def with_demo_database(settings: Settings, directory: DataDir) -> Settings:
@@ -234,6 +307,9 @@ def seed_demo_incident(services: Services, directory: DataDir, *, fresh: bool) -
     logs and its database (the database is rebuilt only if it went missing, since query_sql needs a
     file); a database configured elsewhere is never touched.
     """
+    from flowledger.diagnosis.demo_database import build_demo_database
+    from flowledger.diagnosis.demo_logs import seed_demo_logs
+
     now = services.clock()
     if fresh:
         seed_demo_logs(services.aws.logs, now)
@@ -249,6 +325,8 @@ def seed_demo_documents(services: Services) -> int:
     Run at every start: unchanged bytes write nothing, and a store saved before scopes existed is
     moved into ``global`` by the first of these adds.
     """
+    from flowledger.knowledge.index import KnowledgeIndex
+
     index = KnowledgeIndex(services)
     documents = sorted(DEMO_DOCUMENTS.glob("*.md"))
     for path in documents:
@@ -256,36 +334,112 @@ def seed_demo_documents(services: Services) -> int:
     return len(documents)
 
 
-def serve(data_dir: Path, host: str, port: int, *, reset: bool = False, workers: int = DEFAULT_WORKERS) -> None:
-    """Run the dev server until Ctrl-C or SIGTERM; in-flight requests get a few seconds to finish."""
+def development_token(directory: DataDir) -> str:
+    """A token with every scope for the local developer (printed by ``serve``)."""
+    return directory.token(DEV_USER, sorted(SCOPES), ttl_seconds=DEV_TOKEN_TTL_SECONDS)
+
+
+def serve(
+    data_dir: Path,
+    host: str,
+    port: int,
+    *,
+    reset: bool = False,
+    workers: int = DEFAULT_WORKERS,
+    metrics_stdout: bool = False,
+    lock: DataDirLock | None = None,
+) -> None:
+    """Run the dev server until Ctrl-C, SIGTERM or SIGHUP, which stop it within seconds, start-up included.
+
+    ``lock``: the data dir's lock when the caller took it already (the CLI does, before these imports).
+    """
     import uvicorn  # a dev dependency: never imported by a Lambda function
 
-    ensure_port_free(host, port)
-    _log_requests()
-    # uvicorn shuts down gracefully on SIGTERM, then raises it again under the previous handler:
-    # make that one unwind like Ctrl-C, so the store is saved and the workers are stopped below.
-    signal.signal(signal.SIGTERM, _interrupt)
-    stack = start_local_stack(data_dir, host, port, reset=reset, workers=workers)
+    began = time.monotonic()
+    # Until uvicorn takes them over, a stop signal unwinds like Ctrl-C, through the finally below.
+    for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop_signal, _interrupt)
+    base_url = f"http://{host}:{port}"
+    if lock is None:
+        prepare_data_dir(data_dir)
+        check_port(host, port)
+        lock = DataDirLock.acquire(data_dir, base_url)
+    directory = DataDir(data_dir)
+    stack: LocalStack | None = None
     try:
-        _print_banner(stack, DataDir(data_dir), reset)
-        stack.scheduler.start()
-        stack.snapshots.start()
-        config = uvicorn.Config(
-            stack.app,
-            host=host,
-            port=port,
-            lifespan="off",
-            log_level="warning",
-            access_log=False,  # the gateway logs each request itself, without query strings
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        _log_requests()
+        if lock.took_over is not None:
+            gateway_log.info(
+                "took over %s from pid %d, which stopped without releasing it", lock.path, lock.took_over.pid
+            )
+        if not metrics_stdout:  # read by flowledger.metrics here and, through the environment, in every worker
+            os.environ[METRICS_FILE_VARIABLE] = str(directory.metrics_file)
+        stack = open_local_stack(data_dir, host, port, reset=reset, workers=workers)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                stack.app,
+                host=host,
+                port=port,
+                lifespan="off",
+                log_level="warning",
+                access_log=False,  # the gateway logs each request itself, without query strings
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            )
         )
-        server = uvicorn.Server(config)
         # A closed terminal (SIGHUP) stops the server as Ctrl-C does, so the store is saved.
         signal.signal(signal.SIGHUP, lambda *_: server.handle_exit(signal.SIGTERM, None))
-        server.run()
+        threading.Thread(
+            target=_finish_start, args=(stack, server, reset, metrics_stdout, began), name="start", daemon=True
+        ).start()
+        server.run()  # uvicorn handles SIGINT and SIGTERM itself, then raises them again once it has stopped
     finally:
-        stack.stop()
-        print(f"flowledger: stopped; state saved to {stack.state_file}", flush=True)
+        _stop_within(STOP_DEADLINE_SECONDS)
+        if stack is not None:
+            stack.stop()
+            saved = "state saved to" if stack.finished or stack.restored is not None else "nothing saved yet in"
+            print(f"flowledger: stopped; {saved} {stack.state_file}", flush=True)
+        lock.release()
+    if stack.gate.failure is not None:
+        raise ConfigurationError(f"the server could not finish starting: {stack.gate.failure}")
+
+
+def _finish_start(stack: LocalStack, server: Any, reset: bool, metrics_stdout: bool, began: float) -> None:
+    """In a thread: once the gateway listens, print the banner, finish the start, then the ready line."""
+
+    def stopping() -> bool:
+        return bool(server.should_exit)
+
+    while not server.started and not stopping():
+        time.sleep(0.02)
+    if stopping():
+        return
+    print(_banner(stack, reset, metrics_stdout), flush=True)
+    try:
+        stack.finish(stopping)
+    except Exception as exc:
+        if stopping():
+            return  # the store was stopped under it
+        gateway_log.exception("the start could not finish")
+        stack.gate.fail(f"{type(exc).__name__}: {exc}")
+        server.should_exit = True
+        return
+    if stopping():
+        return
+    stack.scheduler.start()
+    stack.snapshots.start()
+    print(_ready_lines(stack, began), flush=True)
+
+
+def _stop_within(seconds: float) -> None:
+    """Leave the process after ``seconds`` whatever the stop is stuck on, rather than hold the ports."""
+
+    def give_up() -> None:
+        print(f"flowledger: the stop took over {seconds:.0f} s; leaving without waiting further", flush=True)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -318,38 +472,63 @@ def local_research_defaults(environ: Mapping[str, str]) -> dict[str, Any]:
     return {field: True for variable, field in RESEARCH_LOOP_VARIABLES.items() if variable not in named}
 
 
-def _print_banner(stack: LocalStack, directory: DataDir, reset: bool) -> None:
-    settings = stack.services.settings
+def _banner(stack: LocalStack, reset: bool, metrics_stdout: bool) -> str:
+    """What the server is, printed once it listens; the demo data and the ready line follow."""
+    settings, directory = stack.services.settings, stack.directory
     credentials = directory.admin_credentials()
+    base_url = stack.endpoints.base_url
+    if stack.restored is not None:
+        state = f"restored {stack.restored.describe()} from {stack.state_file}"
+    else:
+        state = f"{'reset: ' if reset else ''}started empty; saved to {stack.state_file} while running"
+    metrics = (
+        "EMF lines on standard output (--metrics-stdout)"
+        if metrics_stdout
+        else f"{directory.metrics_file}; counters at {base_url}/metrics (from this machine)"
+    )
+    lines = [
+        f"flowledger {__version__} serving on {base_url}",
+        f"  docs             {base_url}/docs  (OpenAPI: /openapi.json)",
+        f"  console          {base_url}/console/  (on loopback: as the local admin and a demo patient)",
+        f"  embedded AWS     {stack.endpoints.aws_endpoint_url}  (tables and buckets in {directory.path}/local.json)",
+        f"  state            {state}",
+        f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
+        _continuity_line(settings.enable_mixed_source_conversation_continuity),
+        _research_line(settings),
+        f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
+        f"  metrics          {metrics}",
+        f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"
+        f" service execute-api  ({directory.path}/admin-credentials.json)",
+        "  dev token (all scopes, 12 h):",
+        f"    {development_token(directory)}",
+        "starting: the store, the demo data and the other workers; requests wait for them (/health does not)",
+    ]
+    return "\n".join(lines)
+
+
+def _ready_lines(stack: LocalStack, began: float) -> str:
+    """The demo data's hints (each runs as printed) and the ready line."""
+    settings, directory = stack.services.settings, stack.directory
     model = (
         "offline model (deterministic, no network): set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one"
         if settings.uses_offline_model
         else model_banner(settings)  # the models list and a 1-token chat, ~2 s at most
     )
-    if stack.restored is not None:
-        state = f"restored {stack.restored.describe()} from {stack.state_file}"
-    else:
-        state = f"{'reset: ' if reset else ''}started empty; saved to {stack.state_file} while running"
+    chat = f"flowledger chat{_data_dir_option(directory)}"
     lines = [
-        f"flowledger {__version__} serving on {stack.endpoints.base_url}",
-        f"  docs             {stack.endpoints.base_url}/docs  (OpenAPI: /openapi.json)",
-        f"  console          {stack.endpoints.base_url}/console/  (on loopback: as the local admin and a demo patient)",
-        f"  embedded AWS     {stack.endpoints.aws_endpoint_url}  (tables and buckets in {directory.path}/local.json)",
-        f"  state            {state}",
-        f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
         f"  model            {model}",
-        f'  demo incident    logs, database and runbook: try `flowledger chat "{DEMO_QUESTION}"`',
-        _continuity_line(settings.enable_mixed_source_conversation_continuity),
-        _research_line(settings),
-        *_demo_table_lines(stack.demo_table, directory),
-        f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
-        f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"
-        f" service execute-api  ({directory.path}/admin-credentials.json)",
-        "  dev token (all scopes, 12 h):",
-        f"    {development_token(directory)}",
-        "Ctrl-C stops everything.",
+        f'  demo incident    logs, database and runbook: try `{chat} "{DEMO_QUESTION}"`',
+        *_demo_table_lines(stack.demo_table, chat),
+        f"ready in {time.monotonic() - began:.1f} s. Ctrl-C stops everything.",
     ]
-    print("\n".join(lines), flush=True)
+    return "\n".join(lines)
+
+
+def _data_dir_option(directory: DataDir) -> str:
+    """`` --data-dir PATH`` for the CLI hints, unless the CLI would find this data dir by itself."""
+    if directory.path.resolve() == Path(DEFAULT_DATA_DIR).resolve():
+        return ""
+    return f" --data-dir {shlex.quote(str(directory.path))}"
 
 
 def _research_line(settings: Settings) -> str:
@@ -368,16 +547,17 @@ def _continuity_line(enabled: bool) -> str:
     return f"  continuity       {how}"
 
 
-def _demo_table_lines(demo: DemoTable, directory: DataDir) -> list[str]:
-    """The demo table's id and the two turns to try on it, ready to copy."""
+def _demo_table_lines(demo: DemoTable | None, chat: str) -> list[str]:
+    """The demo table's id and the turn to try on it, ready to copy."""
+    if demo is None:
+        return []
     if demo.document_id is None:
         return [
             f"  demo table       {DEMO_TABLE} was deleted from the workspace {DEMO_WORKSPACE}; --reset brings it back"
         ]
-    # The CLI finds the server through its data dir: name it unless it is the one the CLI assumes.
-    data_dir = "" if directory.path == Path(".flowledger") else f" --data-dir {directory.path}"
     return [
         f"  demo table       {DEMO_TABLE} {demo.document_id} (public workspace {DEMO_WORKSPACE}); try",
-        f'                     flowledger chat{data_dir} "total amount by month" --select {demo.document_id}',
-        f'                     flowledger chat{data_dir} --session ses_... "now break that down by region"',
+        f'                     {chat} "total amount by month" --select {demo.document_id}',
+        "                   then follow up with --session and the session id that answer prints"
+        ' ("now break that down by region")',
     ]

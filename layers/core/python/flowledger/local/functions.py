@@ -15,6 +15,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -76,25 +77,56 @@ class LocalLambdaContext:
 
 
 class FunctionPool:
-    """A fixed set of worker processes; ``invoke`` runs one event on whichever worker is free."""
+    """Worker processes; ``invoke`` runs one event on the least busy of them.
+
+    ``start`` spawns one worker, so the server can answer while the others start: ``grow`` spawns
+    the rest (each spawn imports the handlers, a second or two of CPU on a small machine).
+    """
 
     def __init__(self, environment: dict[str, str], workers: int) -> None:
         self._environment = {**environment, **WORKER_ENVIRONMENT}
         self._workers = workers
-        self._pool: Pool | None = None
+        # One pool per spawn batch, with the invocations each runs now; a Pool's size is fixed.
+        self._pools: list[tuple[Pool, int]] = []
+        self._busy: dict[int, int] = {}
 
     @property
     def workers(self) -> int:
         return self._workers
 
+    @property
+    def started(self) -> int:
+        """How many worker processes are spawned so far."""
+        return sum(size for _, size in self._pools)
+
     def start(self) -> None:
+        """Spawn the first worker (all of them if there is only one)."""
+        self._spawn(1)
+
+    def grow(self) -> None:
+        """Spawn the workers beyond the first."""
+        if self._pools and self.started < self._workers:
+            self._spawn(self._workers - self.started)
+
+    def _spawn(self, count: int) -> None:
         # spawn, not fork: the server process holds threads (moto, the scheduler) a fork would copy mid-state.
         context = multiprocessing.get_context("spawn")
-        self._pool = context.Pool(self._workers, initializer=_start_worker, initargs=(self._environment,))
+        # A Ctrl-C reaches the whole process group: a worker still importing would print a traceback.
+        # Spawned with SIGINT blocked, it never sees one (the mask survives exec); the server stops it.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            pool = context.Pool(count, initializer=_start_worker, initargs=(self._environment,))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        self._pools.append((pool, count))
+        self._busy[id(pool)] = 0
+
+    def _least_busy(self) -> Pool:
+        return min(self._pools, key=lambda entry: self._busy[id(entry[0])] / entry[1])[0]
 
     async def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
         """The function's proxy response to ``event``; :class:`FunctionTimeout` after the integration timeout."""
-        if self._pool is None:
+        if not self._pools:
             raise RuntimeError("the function pool is not started")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
@@ -105,23 +137,28 @@ class FunctionPool:
 
             return settle_on_loop
 
-        self._pool.apply_async(
-            _invoke,
-            (function, event),
-            callback=settle(future.set_result),
-            error_callback=settle(future.set_exception),
-        )
+        pool = self._least_busy()
+        self._busy[id(pool)] += 1  # the event loop's thread only: no lock
         try:
+            pool.apply_async(
+                _invoke,
+                (function, event),
+                callback=settle(future.set_result),
+                error_callback=settle(future.set_exception),
+            )
             return await asyncio.wait_for(future, INTEGRATION_TIMEOUT_SECONDS)
         except TimeoutError:
             raise FunctionTimeout(f"{function} did not answer within {INTEGRATION_TIMEOUT_SECONDS:.0f} s") from None
+        finally:
+            self._busy[id(pool)] -= 1
 
     def stop(self) -> None:
         """Stop every worker now, whatever it is doing (the server is shutting down)."""
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        pools, self._pools = self._pools, []
+        for pool, _ in pools:
+            pool.terminate()
+        for pool, _ in pools:
+            pool.join()
 
 
 _handlers: dict[str, Callable[[dict[str, Any], LambdaContext], dict[str, Any]]] = {}  # this worker's warm ones
@@ -133,6 +170,14 @@ def _start_worker(environment: dict[str, str]) -> None:
     warnings.filterwarnings("ignore", "No application metrics to publish")
     # Ctrl-C reaches the whole process group; the server stops its workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A server killed outright (kill -9) cannot stop its workers: each leaves when it is orphaned.
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _invoke(function: str, event: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from flowledger.errors import FlowledgerError, Forbidden, MethodNotAllowed, NotF
 from flowledger.local.console import is_console_path
 from flowledger.local.functions import FunctionTimeout
 from flowledger.local.sigv4 import SigV4Verifier
+from flowledger.local.startup import StartupGate
 
 API_GATEWAY_MAX_BODY = 10 * 1024 * 1024  # API Gateway's own payload limit
 # Lambda Web Adapter passes API Gateway's request context to the ASGI app in this header.
@@ -40,6 +41,9 @@ access_log = logging.getLogger("flowledger.access")
 gateway_log = logging.getLogger("flowledger.local")
 
 Page = Callable[[], tuple[str, bytes]]  # (content type, body) of a public page the gateway serves itself
+# Answered while the start is still finishing (startup.py): liveness, the API's description, the metrics.
+EARLY_PATHS = frozenset({"/health", "/docs", "/openapi.json", "/.well-known/jwks.json", "/metrics"})
+LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 class Functions(Protocol):
@@ -59,6 +63,9 @@ class LocalGateway:
     cors_origins: frozenset[str] = frozenset()
     pages: dict[str, Page] = field(default_factory=dict)
     console: ASGIApp | None = None  # the static web console at /console/ (local/console.py)
+    # Pages only a caller on this machine may read (``/metrics``): 403 for any other address.
+    loopback_pages: dict[str, Page] = field(default_factory=dict)
+    gate: StartupGate | None = None  # requests outside EARLY_PATHS wait here until the start is done
     _mounts: dict[str, ASGIApp] = field(default_factory=dict)
     _mounted_routes: list[RouteSpec] = field(default_factory=list)
 
@@ -101,11 +108,19 @@ class LocalGateway:
             access_log.info("%s %s %d %.1f ms", request.method, request.path, status, elapsed)
 
     async def _handle(self, request: _Request, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.gate is not None and not self.gate.ready and request.path not in EARLY_PATHS:
+            await self.gate.wait()
         if request.method == "OPTIONS" and "access-control-request-method" in request.headers:
             await self._preflight(request, send)
             return
         if self.console is not None and is_console_path(request.path) and request.method in ("GET", "HEAD"):
             await self.console(scope, receive, send)
+            return
+        if request.method == "GET" and request.path in self.loopback_pages:
+            if request.client_ip not in LOOPBACK_ADDRESSES:
+                raise Forbidden(f"{request.path} answers only callers on this machine")
+            content_type, body = self.loopback_pages[request.path]()
+            await _send(send, 200, body, content_type)
             return
         page = self.pages.get(request.path) if request.method == "GET" else None
         if page is not None:

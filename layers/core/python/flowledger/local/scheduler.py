@@ -33,10 +33,15 @@ class LocalScheduler:
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop scheduling; a job still running after ``timeout`` is left to die with the process.
+
+        The server stops within seconds whatever a job is doing (a backlog consumer may be mid-way
+        through an agent run); the store's own request lock keeps the final snapshot consistent.
+        """
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=timeout)
 
     def _loop(self) -> None:
         start = self._monotonic()
