@@ -67,6 +67,7 @@ export function pathwayList(query) {
   const more = h("button", { type: "button", class: "secondary more", hidden: true }, "More pathways");
   let cursor = null;
   let shown = 0;
+  let known = null; // the families offered, as last drawn
 
   function filters() {
     const chosen = { trigger_type: family.value, status: status.value, ref_prefix: prefix.value.trim() };
@@ -122,6 +123,8 @@ export function pathwayList(query) {
     node,
     load: () => load(true),
     families(names) {
+      if (names.join("\n") === known) return; // unchanged: a select being used is left alone
+      known = names.join("\n");
       const chosen = family.value;
       replace(family, h("option", { value: "" }, "All families"), names.map((name) => h("option", { value: name }, name)));
       if (chosen && !names.includes(chosen)) family.append(h("option", { value: chosen }, chosen));
