@@ -12,7 +12,7 @@ import { mountFlowGraph } from "/console/js/flow_graph.js";
 import { mountStepsTable } from "/console/js/flow_steps_table.js";
 import { fieldsView } from "/console/js/flow_values.js";
 import { axisWords } from "/console/js/radar.js";
-import { age, h, problem, replace } from "/console/js/dom.js";
+import { age, h, plural, problem, replace } from "/console/js/dom.js";
 
 const OPEN_TABLE_UP_TO = 30; // a longer table starts folded: the graph is the first view
 const INPUT_WINDOW_MS = 1000; // a selection this soon after a click or key press is measured from it
@@ -250,7 +250,7 @@ export async function render(main, { id, reads }) {
   const tableSection = h(
     "details",
     { class: "panel steps-table", open: flow.step_count <= OPEN_TABLE_UP_TO },
-    h("summary", {}, `All ${flow.step_count.toLocaleString("en")} steps as a table`),
+    h("summary", {}, flow.step_count === 1 ? "The step as a table" : `All ${plural(flow.step_count, "step")} as a table`),
     tableBox,
   );
   replace(
@@ -286,7 +286,7 @@ export async function render(main, { id, reads }) {
     return graph.append(page);
   };
   const status = () => {
-    loading.textContent = steps.count < flow.step_count ? `Loaded ${steps.count.toLocaleString("en")} of ${flow.step_count.toLocaleString("en")} steps…` : "";
+    loading.textContent = steps.count < flow.step_count ? `Loaded ${steps.count.toLocaleString("en")} of ${plural(flow.step_count, "step")}…` : "";
   };
 
   if (!first.steps.length && !first.next_cursor) {
@@ -311,7 +311,7 @@ export async function render(main, { id, reads }) {
     }
   } catch (error) {
     replace(loading, problem(error));
-    loading.prepend(`Loaded ${steps.count.toLocaleString("en")} of ${flow.step_count.toLocaleString("en")} steps. `);
+    loading.prepend(`Loaded ${steps.count.toLocaleString("en")} of ${plural(flow.step_count, "step")}. `);
     return;
   }
   await graph.finish();

@@ -294,6 +294,7 @@ def test_flow_page_shows_the_metadata_the_graph_and_the_table(
     assert value("flow_state") == "completed"
     assert value("outcome") == "recommendation_delivered: Repeat the potassium test (confidence 0.80)"
     assert value("step_count") == "4"
+    assert page.locator(".steps-table summary").inner_text() == "All 4 steps as a table"
     assert value("closed_at") != "—" and value("duration") not in ("", "still active")
     assert value("dimension-maturity") == "not rated"  # no pathway family: not rated, never low
     trace = page.locator("[data-field='trace_id'] a")
