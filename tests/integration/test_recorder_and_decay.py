@@ -126,7 +126,7 @@ def test_decay_aborts_flows_active_over_24_hours_once(services: Services) -> Non
         AGENT, FlowStart(trigger_type="t", trigger_ref="r", trigger_summary="New question")
     )
     services.clock = lambda: now
-    assert run_job("flow_decay", services) == {"job": "flow_decay", "aborted": 1, "skipped": 0}
+    assert run_job("flow_decay", services) == {"job": "flow_decay", "aborted": 1, "skipped": 0, "rows_failed": 0}
     assert run_job("flow_decay", services)["aborted"] == 0
     admin = Principal(kind="iam", id="arn:aws:iam::1:user/a")
     aborted = FlowService(services).admin_flow(admin, stale.flow_id).flow

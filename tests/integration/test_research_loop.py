@@ -138,7 +138,16 @@ def test_re_research_dispatches_and_leaves_rows_of_the_other_strategy(services: 
             return "fl_01JD0000000000000000000000"
 
     counts = BacklogConsumer(services, dispatchers={"critic": Researcher()}).run_once()
-    assert counts == {"pulled": 1, "completed": 1, "failed_voluntary": 0, "marked_for_review": 0, "lost": 0}
+    assert counts == {
+        "pulled": 1,
+        "completed": 1,
+        "failed_voluntary": 0,
+        "failed_invalid": 0,
+        "failed_unreadable": 0,
+        "rows_failed": 0,
+        "marked_for_review": 0,
+        "lost": 0,
+    }
     assert [r.request_id for r in seen] == [fresh.request_id]  # type: ignore[union-attr]
     assert "No evidence" in seen[0].question_framing
     assert Backlog(services).view().status_distribution["pending"] == 1  # the old strategy's row stays

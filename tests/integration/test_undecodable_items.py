@@ -131,11 +131,11 @@ def test_flow_decay_skips_undecodable_flows_and_steps_logs_their_ids_and_aborts_
     poison_a_step(services, bad_steps)
     services.clock = lambda: NOW
     with caplog.at_level(logging.WARNING, logger="flowledger.store"):
-        assert run_job("flow_decay", services) == {"job": "flow_decay", "aborted": 1, "skipped": 2}
+        assert run_job("flow_decay", services) == {"job": "flow_decay", "aborted": 1, "skipped": 2, "rows_failed": 2}
     assert_logged_by_id(caplog, bad_flow, POISONED_STEP)
     assert FlowService(services).flow_with_steps(good)[0].flow_state == "aborted"
     # and the next hourly run is not stopped either
-    assert run_job("flow_decay", services) == {"job": "flow_decay", "aborted": 0, "skipped": 2}
+    assert run_job("flow_decay", services) == {"job": "flow_decay", "aborted": 0, "skipped": 2, "rows_failed": 2}
 
 
 @pytest.fixture

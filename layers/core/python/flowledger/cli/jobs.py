@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from flowledger.cli import store
 from flowledger.cli.options import actions, command, store_option
+from flowledger.cli.text import counted
 
 
 def add_commands(commands: Any) -> None:
@@ -32,5 +34,16 @@ def cmd_jobs_run(args: argparse.Namespace) -> int:
     from flowledger.jobs import job_named, run_job
 
     job_named(args.name)  # an unknown name fails before any connection is made
-    print(json.dumps(run_job(args.name, store.services(args.data_dir)), indent=2, default=str))
+    result = run_job(args.name, store.services(args.data_dir))
+    print(json.dumps(result, indent=2, default=str))
+    print(summary_line(result), file=sys.stderr)
     return 0
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    """One line for the person who ran the job: how many rows it could not process (each one audited)."""
+    failed = result.get("rows_failed")
+    if not isinstance(failed, int):
+        return f"{result['job']}: done"
+    audited = " (each in the audit log with its reason code)" if failed else ""
+    return f"{result['job']}: done, {counted(failed, 'row')} failed{audited}"

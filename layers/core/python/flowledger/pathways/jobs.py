@@ -9,13 +9,13 @@ from typing import Any
 from flowledger.errors import ConditionFailed
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
+from flowledger.ledger.row_failures import ROW_ERRORS, UNEXPECTED, RowFailures
 from flowledger.pathways.matcher import query_text
 from flowledger.pathways.models import Pathway
 from flowledger.pathways.snapshot import SnapshotRows, SnapshotStore
 from flowledger.pathways.stats import Counted, counters_of, moved
 from flowledger.pathways.store import PathwayStore, pack_vector, to_pathway
 from flowledger.services import Services
-from flowledger.store.decoding import Skips
 
 EMBED_BATCH = 64
 BACKFILL_ACTOR = "system:pathway_embedding_backfill"
@@ -65,7 +65,7 @@ def _backfill(services: Services) -> dict[str, int]:
     families: dict[str, SnapshotRows] = {}
     todo: list[Pathway] = []
     vectors: dict[str, bytes] = {}
-    skips = Skips("pathway_embedding_backfill")
+    skips = RowFailures(services, "pathway_embedding_backfill", "pathway")
     for pathway, vector in skips.readable(store.scan(), to_pathway):
         family = families.setdefault(pathway.trigger_type, SnapshotRows(model.name, pathway.trigger_type))
         if not pathway.active:
@@ -84,9 +84,13 @@ def _backfill(services: Services) -> dict[str, int]:
         for pathway, values in zip(
             batch, model.embed([query_text(p.trigger_type, p.trigger_ref) for p in batch]), strict=True
         ):
-            packed = pack_vector(values)
-            if _store_embedding(services, store, pathway, model.name, packed):
-                embedded += 1
+            try:
+                packed = pack_vector(values)
+                if _store_embedding(services, store, pathway, model.name, packed):
+                    embedded += 1
+            except ROW_ERRORS as exc:  # one pathway that cannot be stored fails alone (audited)
+                skips.record(pathway.pathway_id, UNEXPECTED, exc)
+                continue
             vectors[pathway.pathway_id] = packed
     snapshots = SnapshotStore.of(services)
     for family in families.values():
@@ -106,6 +110,7 @@ def _backfill(services: Services) -> dict[str, int]:
         "families": len(families),
         "pathways": sum(len(f.ids) for f in families.values()),
         "skipped": skips.count,
+        "rows_failed": skips.count,
     }
 
 
@@ -167,7 +172,7 @@ def _decay(services: Services) -> dict[str, int]:
     stale_reason = f"stale_no_recent_hits_{settings.pathway_stale_days}d"
     store = PathwayStore.of(services)
     counts = {"scanned": 0, "demoted_cold": 0, "demoted_stale": 0}
-    skips = Skips("pathway_decay")
+    skips = RowFailures(services, "pathway_decay", "pathway")
     for pathway, _ in skips.readable(store.scan(), to_pathway):
         counts["scanned"] += 1
         if not pathway.active:
@@ -178,9 +183,13 @@ def _decay(services: Services) -> dict[str, int]:
             reason, key = stale_reason, "demoted_stale"
         else:
             continue
-        if _demote(services, store, pathway, reason):
-            counts[key] += 1
-    return {**counts, "skipped": skips.count}
+        try:
+            demoted = _demote(services, store, pathway, reason)
+        except ROW_ERRORS as exc:  # one pathway that cannot be demoted fails alone (audited)
+            skips.record(pathway.pathway_id, UNEXPECTED, exc)
+            continue
+        counts[key] += demoted
+    return {**counts, "skipped": skips.count, "rows_failed": skips.count}
 
 
 def _demote(services: Services, store: PathwayStore, pathway: Pathway, reason: str) -> bool:

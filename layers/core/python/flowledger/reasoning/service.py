@@ -22,6 +22,7 @@ from flowledger.errors import (
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, parse_timestamp, timestamp
+from flowledger.ledger.row_failures import ROW_ERRORS, UNEXPECTED, RowFailures
 from flowledger.ledger.store import TRANSACT_ITEMS_LIMIT
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
@@ -423,7 +424,7 @@ class FlowService:
         """
         cutoff = timestamp(self._s.clock() - STALE_AFTER)
         aborted = skipped = 0
-        undecodable = Skips("flow_decay")
+        undecodable = RowFailures(self._s, "flow_decay", "flow")
         for shard in range(ACTIVE_SHARDS):
             for flow_id in self._stale_in_shard(str(shard), cutoff):
                 try:
@@ -443,8 +444,11 @@ class FlowService:
                 except (Conflict, NotFound):
                     skipped += 1  # closed meanwhile: nothing to do
                     continue
+                except ROW_ERRORS as exc:  # one flow that cannot be closed fails alone (audited), never the run
+                    undecodable.record(flow_id, UNEXPECTED, exc)
+                    continue
                 aborted += 1
-        return {"aborted": aborted, "skipped": skipped + undecodable.count}
+        return {"aborted": aborted, "skipped": skipped + undecodable.count, "rows_failed": undecodable.count}
 
     # ---- reads -------------------------------------------------------------------------------
 

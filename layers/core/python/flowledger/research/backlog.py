@@ -23,13 +23,13 @@ from typing import Any
 
 from flowledger.errors import BacklogContention, ConditionFailed, Conflict, LedgerContention, NotFound
 from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.ledger.row_failures import ROW_ERRORS, UNEXPECTED, RowFailures
 from flowledger.research.backlog_stats import BacklogStats, counters_of, moved, row_of
 from flowledger.research.models import BacklogRow, BacklogStatus, BacklogView, Completion, DeeperRequest
 from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.backoff import backoff_seconds
-from flowledger.store.decoding import Skips
 from flowledger.store.paging import query_items
 
 CANDIDATES_PER_QUERY = 8
@@ -67,6 +67,8 @@ class Backlog:
         self._table = services.aws.table_name("backlog")
         self._tickets = TicketQueue(self._db, services.aws.table_name("backlog_tickets"))
         self._counters = counters_of(services)
+        # The rows a pull passed over because they no longer read as rows: each audited, never the pull's end.
+        self.failures = RowFailures(services, "backlog_pull", "backlog")
 
     # ---- producer ---------------------------------------------------------------------------------
 
@@ -235,7 +237,7 @@ class Backlog:
         """
         if trigger_type is not None:
             return self._pull_oldest(actor, trigger_type, strategy, parked_only=False)
-        skips = Skips("backlog_pull")
+        skips = self.failures
         while (ticket := self._tickets.take()) is not None:
             copy = self._tickets.slot(ticket)
             if copy is None:
@@ -305,7 +307,7 @@ class Backlog:
         if filters:
             request["FilterExpression"] = " AND ".join(filters)
         # A row that cannot be read is passed over (and logged), or it would block the head of the queue.
-        readable = Skips("backlog_pull").readable(query_items(self._db, request), _row)
+        readable = self.failures.readable(query_items(self._db, request), _row)
         return list(itertools.islice(readable, CANDIDATES_PER_QUERY))
 
     def _dispatch(self, candidate: BacklogRow, actor: str) -> BacklogRow | None:
@@ -376,7 +378,9 @@ class Backlog:
             if row.status is not BacklogStatus.DISPATCHED:
                 break
             try:
-                return self._terminate(row, status, actor, {k: v for k, v in fields.items() if v}, {"failed": failed})
+                # A failure's reason is a code (the pattern of ``Completion.error``): audited with the close.
+                payload = {"failed": failed, **({"reason": body.error} if failed else {})}
+                return self._terminate(row, status, actor, {k: v for k, v in fields.items() if v}, payload)
             except ConditionFailed:
                 continue  # recovered (and perhaps dispatched again) since the read: read it again
         else:
@@ -454,7 +458,7 @@ class Backlog:
         settings = self._s.settings
         cutoff = timestamp(self._s.clock() - timedelta(minutes=settings.backlog_stale_after_minutes))
         recovered = failed = requeued = contended = 0
-        skips = Skips("backlog_stale_sweep")
+        skips = RowFailures(self._s, "backlog_stale_sweep", "backlog")
         for row in self._rows(BacklogStatus.DISPATCHED, skips):
             if row.dispatched_at is None or row.dispatched_at >= cutoff:
                 continue
@@ -475,6 +479,8 @@ class Backlog:
                 continue  # completed meanwhile
             except (BacklogContention, LedgerContention):
                 contended += 1  # the next sweep tries again
+            except ROW_ERRORS as exc:  # a row the sweep cannot move fails alone (audited), never the sweep
+                skips.record(row.request_id, UNEXPECTED, exc)
         _, taken = self._tickets.counter()
         for row in self._rows(BacklogStatus.PENDING, skips):
             # A parked row (no ticket) waits for a pull of its strategy; it is not stranded.
@@ -488,6 +494,8 @@ class Backlog:
                 continue  # dispatched meanwhile
             except (BacklogContention, LedgerContention):
                 contended += 1  # the next sweep tries again
+            except ROW_ERRORS as exc:
+                skips.record(row.request_id, UNEXPECTED, exc)
         result = {
             "recovered": recovered,
             "failed_after_retries": failed,
@@ -590,7 +598,7 @@ class Backlog:
             "ExpressionAttributeValues": {":s": {"S": status.value}},
         }
 
-    def _rows(self, status: BacklogStatus, skips: Skips | None = None) -> Iterator[BacklogRow]:
+    def _rows(self, status: BacklogStatus, skips: RowFailures | None = None) -> Iterator[BacklogRow]:
         """The rows in one status; one that cannot be read raises, or with ``skips`` is noted and passed over."""
         raw = query_items(self._db, self._by_status(status))
         return skips.readable(raw, _row) if skips else (_row(item) for item in raw)

@@ -17,10 +17,12 @@ from typing import Protocol
 from flowledger.config import CriticDispatchStrategy
 from flowledger.errors import BacklogContention, Conflict, LedgerContention, UpstreamUnavailable
 from flowledger.ids import new_id
+from flowledger.ledger.row_failures import ROW_ERRORS
 from flowledger.research.agents.recording import AgentGaveUp
 from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
-from flowledger.research.models import BacklogRow, ClaimMark, Completion, DeeperRequest, Reason
+from flowledger.research.models import BacklogRow, Completion, DeeperRequest, Reason
+from flowledger.research.row_checks import claim_mark_of, research_problem, triage_problem
 from flowledger.services import Services
 
 logger = logging.getLogger("flowledger.research.loop")
@@ -28,6 +30,8 @@ WEAK_COMPOSITE_K = 0.6
 CONSUMER_ACTOR = "system:backlog_consumer"
 MAX_PULLS_PER_RUN = 25
 CONSUMER_TIME_BUDGET_SECONDS = 45.0
+# A close that lost a race, or of a row whose values cannot be written back: logged and counted as lost.
+CLOSE_ERRORS: tuple[type[Exception], ...] = (Conflict, BacklogContention, LedgerContention, *ROW_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -126,14 +130,21 @@ class BacklogConsumer:
         settings = self.services.settings
         backlog = Backlog(self.services)
         strategy = settings.critic_dispatch_strategy
-        counts = {"pulled": 0, "completed": 0, "failed_voluntary": 0, "marked_for_review": 0, "lost": 0}
+        counts = {
+            "pulled": 0,
+            "completed": 0,
+            "failed_voluntary": 0,
+            "failed_invalid": 0,
+            "marked_for_review": 0,
+            "lost": 0,
+        }
 
         def close(row: BacklogRow, completion: Completion, outcome: str) -> None:
             """Complete the row, counted under ``outcome``; a close that loses a race is logged, not raised:
             the stale sweep returns the row, and the rest of the run goes on."""
             try:
                 backlog.complete(CONSUMER_ACTOR, row.request_id, completion)
-            except (Conflict, BacklogContention, LedgerContention) as exc:
+            except CLOSE_ERRORS as exc:
                 logger.warning(
                     "backlog row could not be closed", extra={"request_id": row.request_id, "error": type(exc).__name__}
                 )
@@ -147,30 +158,37 @@ class BacklogConsumer:
             if row is None:
                 break
             counts["pulled"] += 1
-            if row.reason is Reason.CLAIM_REJECTED and strategy is CriticDispatchStrategy.MARK_FOR_REVIEW:
-                ClaimTriage(self.services).mark(
-                    CONSUMER_ACTOR,
-                    ClaimMark(claim_id=row.trigger_ref, rejection_summary=row.question_framing[:1000]),
-                )
-                close(row, Completion(), "marked_for_review")
-                continue
-            dispatcher = self.dispatchers.get(row.trigger_type, self.default)
-            if dispatcher is None:
-                close(row, Completion(error="no_dispatcher_configured"), "failed_voluntary")
+            triage = row.reason is Reason.CLAIM_REJECTED and strategy is CriticDispatchStrategy.MARK_FOR_REVIEW
+            # The row is checked before anything acts on it: one it cannot be fails alone, never the job.
+            problem = triage_problem(row) if triage else research_problem(row)
+            if problem is not None:
+                close(row, Completion(error=problem), "failed_invalid")
                 continue
             try:
-                flow_id = dispatcher.dispatch(row)
-            except AgentGaveUp as exc:  # the agent's own reason: the row fails voluntarily with it
-                close(row, Completion(error=exc.reason), "failed_voluntary")
-                continue
-            except Exception as exc:  # a dispatcher bug fails the row, never the job
+                completion, outcome = self._act(row, triage)
+            except Exception as exc:  # a fault acting on one row fails that row, never the job
                 logger.warning(
                     "backlog dispatcher failed", extra={"request_id": row.request_id, "error": type(exc).__name__}
                 )
-                close(row, Completion(error="dispatcher_failed"), "failed_voluntary")
-                continue
-            close(row, Completion(flow_id=flow_id), "completed")
+                completion, outcome = Completion(error="dispatcher_failed"), "failed_voluntary"
+            close(row, completion, outcome)
+        counts["failed_unreadable"] = backlog.failures.count
+        counts["rows_failed"] = counts["failed_invalid"] + counts["failed_unreadable"] + counts["failed_voluntary"]
         return counts
+
+    def _act(self, row: BacklogRow, triage: bool) -> tuple[Completion, str]:
+        """Triage or dispatch a checked row: how it closes, and the outcome it is counted under."""
+        if triage:
+            ClaimTriage(self.services).mark(CONSUMER_ACTOR, claim_mark_of(row))
+            return Completion(), "marked_for_review"
+        dispatcher = self.dispatchers.get(row.trigger_type, self.default)
+        if dispatcher is None:
+            return Completion(error="no_dispatcher_configured"), "failed_voluntary"
+        try:
+            flow_id = dispatcher.dispatch(row)
+        except AgentGaveUp as exc:  # the agent's own reason: the row fails voluntarily with it
+            return Completion(error=exc.reason), "failed_voluntary"
+        return Completion(flow_id=flow_id), "completed"
 
 
 def consumer_job(services: Services) -> dict[str, object]:
@@ -202,4 +220,5 @@ def stale_sweep_job(services: Services) -> dict[str, object]:
     # Judged after the sweep: the verdict describes the backlog as the sweep left it.
     health = backlog.view().loop_health
     services.metrics.emit(LOOP_HEALTH_CRITICAL_METRIC, 1 if health == "critical" else 0, "Count", {})
-    return {**swept, "loop_health": health}
+    # Every row the sweep skipped was one it could not read or move: each is in the audit log.
+    return {**swept, "rows_failed": swept["skipped"], "loop_health": health}
