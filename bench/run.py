@@ -20,6 +20,7 @@ BENCHMARKS = [
     "pathways.py",
     "devserver.py",
     "cli_start.py",
+    "serve_start.py",
     "tabular.py",
     "continuity.py",
     "recorder.py",

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,22 @@ from tests.e2e.conftest import FLOWLEDGER, clean_env, free_port
 
 pytestmark = pytest.mark.e2e
 HANG_GUARD_SECONDS = 10  # a bound against a hang, not a speed check (bench/serve_start.py times it)
+
+
+@pytest.fixture
+def launch(launch: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """The e2e ``launch``, killing at the end whatever a failed test left running."""
+    started: list[Any] = []
+
+    def launched(*args: Any, **options: Any) -> Any:
+        started.append(launch(*args, **options))
+        return started[-1]
+
+    yield launched
+    for server in started:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
 
 
 def serve(*args: str) -> subprocess.CompletedProcess[str]:
@@ -130,7 +146,10 @@ def test_sigterm_during_the_start_stops_it_and_keeps_the_store(tmp_path: Path, l
         assert restarting.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.02)
     restarting.send_signal(signal.SIGTERM)
-    assert restarting.wait(timeout=HANG_GUARD_SECONDS) == 0, log.read_text()
+    try:
+        assert restarting.wait(timeout=HANG_GUARD_SECONDS) == 0, log.read_text()
+    finally:
+        restarting.kill()
     assert "Traceback" not in log.read_text()
     assert (data_dir / "serve.lock").read_text() == ""
 

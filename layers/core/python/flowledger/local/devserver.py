@@ -25,16 +25,15 @@ from flowledger import __version__
 from flowledger.api.openapi import openapi_document
 from flowledger.api.registry import rest_routes
 from flowledger.api.routes import routes_of
-from flowledger.api.tokens import SCOPES, TokenVerifier
+from flowledger.api.tokens import TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
 from flowledger.diagnosis.demo_incident import DEMO_QUESTION
-from flowledger.errors import ConfigurationError
+from flowledger.errors import ConfigurationError, FlowledgerError
 from flowledger.jobs import JOBS
 from flowledger.llm.probe import model_banner
 from flowledger.local.console import console_app
 from flowledger.local.datadir import (
     DEFAULT_DATA_DIR,
-    DEV_USER,
     EMBEDDED_CREDENTIALS,
     LOCAL_AUDIENCE,
     LOCAL_ISSUER,
@@ -43,6 +42,7 @@ from flowledger.local.datadir import (
 )
 from flowledger.local.datadir_lock import DataDirLock
 from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
+from flowledger.local.dev_token import development_token
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway, Page, gateway_log
 from flowledger.local.metrics_view import MetricsView
@@ -58,7 +58,6 @@ from flowledger.store.provision import provision_all
 from flowledger.store.tables import BUCKETS, TABLES
 
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
-DEV_TOKEN_TTL_SECONDS = 12 * 3600
 CONTINUITY_VARIABLE = "ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
 # One execution environment per worker; the embedded store serialises requests anyway.
 DEFAULT_WORKERS = 4
@@ -94,6 +93,7 @@ class LocalStack:
         """The start's second half; returns early (gate closed) once ``stopping()`` is true."""
         services, settings = self.services, self.services.settings
         steps: list[Callable[[], object]] = [
+            self._restore,
             lambda: provision_all(
                 services.aws, settings.aws_region, settings.data_key_id, upload_origins=settings.cors_origin_list
             ),
@@ -102,7 +102,6 @@ class LocalStack:
             lambda: setattr(self, "demo_table", ensure_demo_table(services)),
             lambda: seed_demo_incident(services, self.directory, fresh=self.restored is None),
             lambda: _mount_chat(self.app, services),
-            self.functions.grow,
         ]
         for step in steps:
             if stopping():
@@ -110,6 +109,13 @@ class LocalStack:
             step()
         self.finished = True
         self.gate.open()
+        if not stopping():
+            self.functions.grow()  # requests run on the first worker meanwhile
+
+    def _restore(self) -> None:
+        """Load the saved store (when there is one), then let the embedded endpoint answer."""
+        self.restored = self.moto.restore(self.state_file)  # moto's backends load here: a second, maybe more
+        self.moto.serve()
 
     def stop(self) -> None:
         """Stop the jobs and the functions, save the store one last time, then stop it.
@@ -147,9 +153,11 @@ def open_local_stack(
     snapshot_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
     **settings_overrides: Any,
 ) -> LocalStack:
-    """Start what ``/health`` needs: the embedded AWS endpoint (restored), one function worker, the gateway.
+    """Start what ``/health`` needs: one function worker and the gateway; ``finish`` does the rest.
 
-    ``local.json`` is written here, so a CLI command run once ``/health`` answers finds the server.
+    The embedded AWS endpoint is bound here but answers only once ``finish`` restored the store, and
+    ``local.json`` is written here: a CLI command run as soon as ``/health`` answers finds the server,
+    and waits for the store rather than seeing it empty.
     """
     base_url = f"http://{host}:{port}"
     directory = DataDir(data_dir)
@@ -157,8 +165,7 @@ def open_local_stack(
         directory.reset()
     state_file = directory.state_file
     moto = LockedMotoServer(host="127.0.0.1")
-    restored = moto.restore(state_file)
-    aws_endpoint = moto.start()
+    aws_endpoint = moto.bind()
     functions: FunctionPool | None = None
     try:
         settings = load_settings(
@@ -206,7 +213,7 @@ def open_local_stack(
         endpoints=endpoints,
         snapshots=snapshots,
         state_file=state_file,
-        restored=restored,
+        restored=None,
         directory=directory,
         gate=gate,
     )
@@ -334,11 +341,6 @@ def seed_demo_documents(services: Services) -> int:
     return len(documents)
 
 
-def development_token(directory: DataDir) -> str:
-    """A token with every scope for the local developer (printed by ``serve``)."""
-    return directory.token(DEV_USER, sorted(SCOPES), ttl_seconds=DEV_TOKEN_TTL_SECONDS)
-
-
 def serve(
     data_dir: Path,
     host: str,
@@ -413,21 +415,24 @@ def _finish_start(stack: LocalStack, server: Any, reset: bool, metrics_stdout: b
         time.sleep(0.02)
     if stopping():
         return
-    print(_banner(stack, reset, metrics_stdout), flush=True)
+    print(_banner(stack, metrics_stdout), flush=True)
     try:
         stack.finish(stopping)
     except Exception as exc:
         if stopping():
             return  # the store was stopped under it
-        gateway_log.exception("the start could not finish")
-        stack.gate.fail(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, FlowledgerError):  # a damaged store file, say: its message says it all
+            stack.gate.fail(exc.message)
+        else:
+            gateway_log.exception("the start could not finish")
+            stack.gate.fail(f"{type(exc).__name__}: {exc}")
         server.should_exit = True
         return
     if stopping():
         return
     stack.scheduler.start()
     stack.snapshots.start()
-    print(_ready_lines(stack, began), flush=True)
+    print(_ready_lines(stack, reset, began), flush=True)
 
 
 def _stop_within(seconds: float) -> None:
@@ -472,15 +477,11 @@ def local_research_defaults(environ: Mapping[str, str]) -> dict[str, Any]:
     return {field: True for variable, field in RESEARCH_LOOP_VARIABLES.items() if variable not in named}
 
 
-def _banner(stack: LocalStack, reset: bool, metrics_stdout: bool) -> str:
+def _banner(stack: LocalStack, metrics_stdout: bool) -> str:
     """What the server is, printed once it listens; the demo data and the ready line follow."""
     settings, directory = stack.services.settings, stack.directory
     credentials = directory.admin_credentials()
     base_url = stack.endpoints.base_url
-    if stack.restored is not None:
-        state = f"restored {stack.restored.describe()} from {stack.state_file}"
-    else:
-        state = f"{'reset: ' if reset else ''}started empty; saved to {stack.state_file} while running"
     metrics = (
         "EMF lines on standard output (--metrics-stdout)"
         if metrics_stdout
@@ -491,7 +492,6 @@ def _banner(stack: LocalStack, reset: bool, metrics_stdout: bool) -> str:
         f"  docs             {base_url}/docs  (OpenAPI: /openapi.json)",
         f"  console          {base_url}/console/  (on loopback: as the local admin and a demo patient)",
         f"  embedded AWS     {stack.endpoints.aws_endpoint_url}  (tables and buckets in {directory.path}/local.json)",
-        f"  state            {state}",
         f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
         _continuity_line(settings.enable_mixed_source_conversation_continuity),
         _research_line(settings),
@@ -506,9 +506,13 @@ def _banner(stack: LocalStack, reset: bool, metrics_stdout: bool) -> str:
     return "\n".join(lines)
 
 
-def _ready_lines(stack: LocalStack, began: float) -> str:
-    """The demo data's hints (each runs as printed) and the ready line."""
+def _ready_lines(stack: LocalStack, reset: bool, began: float) -> str:
+    """The store, the demo data's hints (each runs as printed) and the ready line."""
     settings, directory = stack.services.settings, stack.directory
+    if stack.restored is not None:
+        state = f"restored {stack.restored.describe()} from {stack.state_file}"
+    else:
+        state = f"{'reset: ' if reset else ''}started empty; saved to {stack.state_file} while running"
     model = (
         "offline model (deterministic, no network): set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one"
         if settings.uses_offline_model
@@ -516,6 +520,7 @@ def _ready_lines(stack: LocalStack, began: float) -> str:
     )
     chat = f"flowledger chat{_data_dir_option(directory)}"
     lines = [
+        f"  state            {state}",
         f"  model            {model}",
         f'  demo incident    logs, database and runbook: try `{chat} "{DEMO_QUESTION}"`',
         *_demo_table_lines(stack.demo_table, chat),

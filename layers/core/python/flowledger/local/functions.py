@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.pool import Pool
+from multiprocessing.pool import AsyncResult, Pool
 from typing import Any, cast
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -29,6 +29,16 @@ from pydantic import SecretStr
 from flowledger.config import Settings
 
 logger = logging.getLogger("flowledger.local")
+# /health's function and event: the first worker answers it once before any request comes, so the
+# imports and clients a cold invocation loads are in place when the first client asks.
+WARM_FUNCTION = "core"
+WARM_EVENT: dict[str, Any] = {
+    "resource": "/health",
+    "path": "/health",
+    "httpMethod": "GET",
+    "headers": {},
+    "requestContext": {"requestId": "warm-up", "resourcePath": "/health", "httpMethod": "GET"},
+}
 # API Gateway's own integration timeout: a slower function gets a 504, as it would in AWS.
 INTEGRATION_TIMEOUT_SECONDS = 29.0
 # Locally nothing ships the EMF lines or X-Ray segments, so they would only flood the terminal.
@@ -89,6 +99,8 @@ class FunctionPool:
         # One pool per spawn batch, with the invocations each runs now; a Pool's size is fixed.
         self._pools: list[tuple[Pool, int]] = []
         self._busy: dict[int, int] = {}
+        self._first_warm: AsyncResult[None] | None = None
+        self._stopped = False
 
     @property
     def workers(self) -> int:
@@ -100,12 +112,20 @@ class FunctionPool:
         return sum(size for _, size in self._pools)
 
     def start(self) -> None:
-        """Spawn the first worker (all of them if there is only one)."""
+        """Spawn the first worker and have it build the function ``/health`` runs on."""
         self._spawn(1)
+        self._first_warm = self._pools[0][0].apply_async(_warm_up)
 
-    def grow(self) -> None:
-        """Spawn the workers beyond the first."""
-        if self._pools and self.started < self._workers:
+    def grow(self, wait_seconds: float = 60.0) -> None:
+        """Spawn the workers beyond the first, once the first is warm (or ``wait_seconds`` passed).
+
+        On a two-core machine, three workers importing the handlers at once would hold up the first.
+        """
+        if not self._pools or self.started >= self._workers:
+            return
+        if self._first_warm is not None:
+            self._first_warm.wait(wait_seconds)
+        if not self._stopped:  # stop() may have run meanwhile
             self._spawn(self._workers - self.started)
 
     def _spawn(self, count: int) -> None:
@@ -154,6 +174,7 @@ class FunctionPool:
 
     def stop(self) -> None:
         """Stop every worker now, whatever it is doing (the server is shutting down)."""
+        self._stopped = True
         pools, self._pools = self._pools, []
         for pool, _ in pools:
             pool.terminate()
@@ -180,12 +201,22 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _invoke(function: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Run one invocation in a worker, building the function's handler on its first (cold) one."""
+def _warm_up() -> None:
+    """Run the warm-up invocation in this worker, as the first ``/health`` would."""
+    _invoke(WARM_FUNCTION, WARM_EVENT)
+
+
+def _handler(function: str) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
     from flowledger.api.registry import capability_handler
 
     handler = _handlers.get(function)
     if handler is None:
         handler = _handlers[function] = capability_handler(function)
+    return handler
+
+
+def _invoke(function: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Run one invocation in a worker, building the function's handler on its first (cold) one."""
+    handler = _handler(function)
     request_id = str((event.get("requestContext") or {}).get("requestId", ""))
     return handler(event, cast(LambdaContext, LocalLambdaContext(function, request_id)))

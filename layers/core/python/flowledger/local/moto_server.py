@@ -145,12 +145,28 @@ class LockedMotoServer:
         self._saved: tuple[Path, int] | None = None  # (path, change count) of the last snapshot or restore
 
     def start(self) -> str:
+        """Listen and serve; the endpoint URL."""
+        self.bind()
+        return self.serve()
+
+    def bind(self) -> str:
+        """Listen without answering yet: the endpoint URL is known, and connections wait until ``serve()``.
+
+        The dev server binds, restores the store after it answers ``/health``, then serves: a client
+        that connects in between waits for the restored store instead of seeing an empty one.
+        """
         # One access-log line per DynamoDB call drowns the dev server's own output.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         moto_transactions.install()
         moto_reads.install()
         moto_responses.install()
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=MotoRequestHandler)
+        return self.endpoint_url
+
+    def serve(self) -> str:
+        """Start answering on the bound socket (in a daemon thread); the endpoint URL."""
+        if self._server is None:
+            raise RuntimeError("the moto server is not bound")
         # serve_forever looks for a shutdown request between polls: 0.1 s, not its 0.5 s default, bounds
         # how long stop() waits (every test server and the dev server's Ctrl-C pay it).
         self._thread = threading.Thread(
@@ -167,7 +183,8 @@ class LockedMotoServer:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
+            if self._thread is not None:  # shutdown() waits for serve_forever, forever if it never ran
+                self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
