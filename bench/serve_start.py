@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +57,8 @@ def start_once(data_dir: Path, environment: dict[str, str], *, stop_early: bool 
             env=environment,
         )
     try:
-        health = _until(lambda: _answers(url), server, began)
-        ready = health if stop_early else _until(lambda: "\nready in " in log.read_text(), server, began)
+        health = _until(lambda: _answers(url), server, began, log)
+        ready = health if stop_early else _until(lambda: "\nready in " in log.read_text(), server, began, log)
         stopping = time.perf_counter()
         server.send_signal(signal.SIGINT)
         server.wait(timeout=GIVE_UP_SECONDS)
@@ -75,12 +76,11 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _until(condition: object, server: subprocess.Popen[bytes], began: float) -> float:
+def _until(condition: Callable[[], bool], server: subprocess.Popen[bytes], began: float, log: Path) -> float:
     """Seconds since ``began`` when ``condition()`` first holds (polled every 20 ms)."""
-    assert callable(condition)
     while not condition():
         if server.poll() is not None or time.perf_counter() - began > GIVE_UP_SECONDS:
-            raise SystemExit(f"flowledger serve did not start (exit code {server.poll()})")
+            raise SystemExit(f"flowledger serve did not start (exit code {server.poll()}): {log.read_text()[-300:]}")
         time.sleep(0.02)
     return time.perf_counter() - began
 
