@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ def add_commands(commands: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # From the first moment, SIGTERM unwinds as Ctrl-C does (the server's imports take a second).
+    signal.signal(signal.SIGTERM, _interrupt)
     from flowledger.local.datadir_lock import DataDirLock
     from flowledger.local.serve_options import check_port, check_workers, prepare_data_dir, whole_number
 
@@ -69,3 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             lock=lock,
         )
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -398,8 +398,7 @@ def serve(
         _stop_within(STOP_DEADLINE_SECONDS)
         if stack is not None:
             stack.stop()
-            saved = "state saved to" if stack.finished or stack.restored is not None else "nothing saved yet in"
-            print(f"flowledger: stopped; {saved} {stack.state_file}", flush=True)
+        print(f"flowledger: stopped{_what_was_saved(stack, directory)}", flush=True)
         lock.release()
     if stack.gate.failure is not None:
         raise ConfigurationError(f"the server could not finish starting: {stack.gate.failure}")
@@ -433,6 +432,14 @@ def _finish_start(stack: LocalStack, server: Any, reset: bool, metrics_stdout: b
     stack.scheduler.start()
     stack.snapshots.start()
     print(_ready_lines(stack, reset, began), flush=True)
+
+
+def _what_was_saved(stack: LocalStack | None, directory: DataDir) -> str:
+    if stack is not None and (stack.finished or stack.restored is not None):
+        return f"; state saved to {directory.state_file}"
+    if directory.state_file.exists():  # stopped before the saved store was even loaded
+        return f" during the start; {directory.state_file} is as it was"
+    return " during the start of an empty store; nothing to save yet"
 
 
 def _stop_within(seconds: float) -> None:
