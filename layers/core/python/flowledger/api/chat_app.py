@@ -29,8 +29,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from flowledger.api.access import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS
-from flowledger.api.errors import error_body, request_id_of, status_for
+from flowledger.api.errors import error_body, error_extra, request_id_of, status_for
 from flowledger.api.principals import require_scope
+from flowledger.api.request_text import refuse_control_characters_in_query
 from flowledger.api.screening import screen_body
 from flowledger.chat.models import (
     MAX_SESSIONS_PAGE,
@@ -190,7 +191,7 @@ def create_app(
 
     async def domain_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FlowledgerError)
-        return _error(request, status_for(exc), exc.code, exc.message)
+        return _error(request, status_for(exc), exc.code, exc.message, **error_extra(exc))
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         request_id = request_id_of({"requestContext": _context(request)})
@@ -274,7 +275,11 @@ async def _cancel_on_disconnect(request: Request, cancel: CancelToken) -> None:
 
 
 def _limit(request: Request, *, default: int, most: int) -> int:
-    """The ``limit`` query parameter, 1..``most``; a 422 naming the bounds otherwise."""
+    """The ``limit`` query parameter, 1..``most``; a 422 naming the bounds otherwise.
+
+    Every query parameter is screened here first (the chat routes' one read of them), as the REST ones are.
+    """
+    refuse_control_characters_in_query(request.query_params.multi_items())
     try:
         limit = int(request.query_params.get("limit", str(default)))
     except ValueError:

@@ -98,12 +98,18 @@ def request_id_of(event: dict[str, Any]) -> str:
     return str((event.get("requestContext") or {}).get("requestId") or "unknown")
 
 
+def error_extra(exc: errors.FlowledgerError) -> dict[str, Any]:
+    """The fields an error locates (a refused control character's place), for the body's ``fields``."""
+    fields = getattr(exc, "fields", None)
+    return {"fields": fields} if isinstance(fields, list) else {}
+
+
 def proxy_error(exc: errors.FlowledgerError, event: dict[str, Any]) -> dict[str, Any]:
     """A domain error as an API Gateway proxy response, for refusals made before the resolver runs."""
     return {
         "statusCode": status_for(exc).value,
         "headers": {"Content-Type": content_types.APPLICATION_JSON, **(error_headers(exc) or {})},
-        "body": json.dumps(error_body(exc.code, exc.message, request_id_of(event))),
+        "body": json.dumps(error_body(exc.code, exc.message, request_id_of(event), **error_extra(exc))),
         "isBase64Encoded": False,
     }
 

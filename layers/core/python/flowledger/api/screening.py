@@ -3,7 +3,9 @@
 1. the caller: a bearer principal with the route's scope (client routes) or an IAM principal (admin);
 2. the size of the body, before anything parses it (413);
 3. the body's encoding and media type: UTF-8 JSON only (400, 415);
-4. the body's shape as JSON: parseable and at most ``MAX_JSON_DEPTH`` deep (400).
+4. the body's shape as JSON: parseable and at most ``MAX_JSON_DEPTH`` deep (400);
+5. what people mean (``request_text.py``): each key once in an object (400), and no control
+   characters in the body's text or the query parameters (422 naming where).
 
 Only then does the route's schema validation run (422), so a caller without the scope never
 learns the schema, and an 8 MiB array is never parsed. The Lambda handler runs this in AWS and,
@@ -14,13 +16,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from flowledger.api.access import Access
 from flowledger.api.principals import client_principal, iam_principal
+from flowledger.api.request_text import parse_body, query_parameters, refuse_control_characters_in_query
 from flowledger.api.routes import RouteSpec, match_route
 from flowledger.errors import Forbidden, MalformedBody, PayloadTooLarge, UnsupportedMediaType
 
@@ -43,6 +45,7 @@ def screen_request(event: dict[str, Any], routes: Iterable[RouteSpec], max_body_
     elif route.access is Access.IAM:
         iam_principal(event)
     screen_body(_body_bytes(event), _media_type(event), max_body_bytes)
+    refuse_control_characters_in_query(query_parameters(event))
     _lowercase_media_type(event)
 
 
@@ -75,7 +78,7 @@ def screen_body(body: bytes, media_type: str, max_body_bytes: int) -> None:
     if json_depth(text) > MAX_JSON_DEPTH:
         raise MalformedBody(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        json.loads(text)
+        parse_body(text)
     except ValueError:
         raise MalformedBody("the body is not valid JSON") from None
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flowledger.tabular.columns import TabularColumn
 from flowledger.tabular.errors import InvalidPlan, MalformedTable, TableSchemaMismatch
+from flowledger.tabular.formulas import neutralised
 from flowledger.tabular.limits import DEFAULT_LIMITS, TabularLimits
 from flowledger.tabular.plan import Aggregate, CheckedPlan, Filter, TabularPlan, check_plan, plan_fingerprint
 from flowledger.tabular.positions import position as _position
@@ -189,6 +190,7 @@ def _bounded(
     total: int | None,
 ) -> TabularResult:
     more_rows = len(raw) > plan.limit
+    names = [neutralised(name) for name in names]  # a header is a cell too
     rows: list[list[Cell]] = []
     truncated = 0
     size = 0
@@ -197,6 +199,8 @@ def _bounded(
         cut = 0
         for value in record:
             cell = _cell(value)
+            if isinstance(cell, str):
+                cell = neutralised(cell)  # shown, never run, wherever the answer is pasted or exported
             if isinstance(cell, str) and len(cell) > limits.max_result_cell_chars:
                 cell = cell[: limits.max_result_cell_chars] + _TRUNCATION_MARK
                 cut += 1
