@@ -575,6 +575,23 @@ def rejected_claim_row(env: Env) -> Values:
     return {"request_id": enqueue(env, "rejected", reason="claim_rejected", trigger_ref="claim-7")}
 
 
+def misreferenced_claim_row(env: Env) -> Values:
+    """A rejected claim whose reference is no claim id (the critic's ``claim/42`` form): it fails alone."""
+    return {"request_id": enqueue(env, "misreferenced", reason="claim_rejected", trigger_ref="claim/42")}
+
+
+def undecodable_stale_row(env: Env) -> Values:
+    """A stale dispatched row whose retry count no longer reads as a number: the sweep cannot move it."""
+    values = stale_dispatched_row(env)
+    env.services.aws.dynamodb.update_item(
+        TableName=env.services.aws.table_name("backlog"),
+        Key={"request_id": {"S": values["request_id"]}},
+        UpdateExpression="SET retry_count = :r",
+        ExpressionAttributeValues={":r": {"S": "three"}},
+    )
+    return values
+
+
 def other_strategy_row(env: Env) -> Values:
     """A rejected claim queued under ``re_research``, which a ``mark_for_review`` consumer leaves alone."""
     env.configure({"critic_auto_enqueue_enabled": True, "critic_dispatch_strategy": "re_research"})
@@ -859,11 +876,13 @@ DECAY_FLOWS = Job("flow_decay", stale_flow)
 SWEEP = Job("backlog_stale_sweep", stale_dispatched_row, note="dispatched 31 min ago")
 SWEEP_RETRIED = Job("backlog_stale_sweep", retried_out_row, note="after the retries")
 SWEEP_STRANDED = Job("backlog_stale_sweep", stranded_row, note="ticket taken, never dispatched")
+SWEEP_UNDECODABLE = Job("backlog_stale_sweep", undecodable_stale_row, note="a row it cannot read")
 CONSUME_OFF = Job("backlog_consumer", pending_row, note="BACKLOG_CONSUMER_ENABLED off")
 CONSUMING = {"backlog_consumer_enabled": True}
 CONSUME = Job("backlog_consumer", pending_row, CONSUMING, note="the research agents")
 CONSUME_CLAIM = Job("backlog_consumer", rejected_claim_row, CONSUMING, note="rejected claim, mark_for_review")
 CONSUME_OTHER = Job("backlog_consumer", other_strategy_row, CONSUMING, note="row of the other strategy")
+CONSUME_INVALID = Job("backlog_consumer", misreferenced_claim_row, CONSUMING, note="ref no claim id")
 BACKFILL = Job("pathway_embedding_backfill", closed_flow)
 BACKFILL_FAILS = Job("pathway_embedding_backfill", failing_pathway_scan, fails=True, note="fails")
 DECAY_PATHWAYS = Job("pathway_decay", cold_pathway)
@@ -959,6 +978,8 @@ ROWS: list[Row] = [
     Row(SWEEP_RETRIED, "memory.job.backlog_stale_sweep.completed", "job:backlog_stale_sweep", SWEEPER),
     Row(SWEEP_STRANDED, "reasoning.research.backlog.requeued", BACKLOG_ROW, SWEEPER),
     Row(SWEEP_STRANDED, "memory.job.backlog_stale_sweep.completed", "job:backlog_stale_sweep", SWEEPER),
+    Row(SWEEP_UNDECODABLE, "memory.job.backlog_stale_sweep.row_failed", BACKLOG_ROW, SWEEPER),
+    Row(SWEEP_UNDECODABLE, "memory.job.backlog_stale_sweep.completed", "job:backlog_stale_sweep", SWEEPER),
     Row(CONSUME_OFF, None),
     Row(CONSUME, "reasoning.research.backlog.dispatched", BACKLOG_ROW, CONSUMER),
     # The researcher ran on the row (no evidence in this deployment: insufficient, but done).
@@ -967,6 +988,8 @@ ROWS: list[Row] = [
     Row(CONSUME_CLAIM, "reasoning.claims_pending_review.marked", "claim:claim-7", CONSUMER),
     Row(CONSUME_CLAIM, "reasoning.research.backlog.completed", BACKLOG_ROW, CONSUMER),
     Row(CONSUME_OTHER, "reasoning.research.backlog.parked", BACKLOG_ROW, CONSUMER),
+    Row(CONSUME_INVALID, "reasoning.research.backlog.dispatched", BACKLOG_ROW, CONSUMER),
+    Row(CONSUME_INVALID, "reasoning.research.backlog.failed_voluntary", BACKLOG_ROW, CONSUMER),
     Row(BACKFILL, "memory.job.pathway_embedding_backfill.started", "job:pathway_embedding_backfill", BACKFILLER),
     Row(BACKFILL, "reasoning.pathway.embedded", PATHWAY_ID, BACKFILLER),
     Row(BACKFILL, "reasoning.pathway.snapshot_published", "family:user_question", BACKFILLER),

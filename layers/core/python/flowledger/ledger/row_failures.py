@@ -28,11 +28,6 @@ UNDECODABLE = "undecodable"  # the stored item no longer reads as a row of its k
 UNEXPECTED = "unexpected_error"  # processing the row raised; the exception's type is in the payload
 
 
-def row_failed_action(job: str) -> str:
-    """The audit action a job's unprocessable row is recorded under."""
-    return f"memory.job.{job}.row_failed"
-
-
 class RowFailures(Skips):
     """The rows a job could not process (``kind`` names their subject, e.g. ``backlog``)."""
 
@@ -63,7 +58,10 @@ class RowFailures(Skips):
         try:
             self._s.ledger.append(
                 AuditEntry(
-                    action=row_failed_action(self.job), actor=f"system:{self.job}", subject=subject, payload=payload
+                    action=f"memory.job.{self.job}.row_failed",
+                    actor=f"system:{self.job}",
+                    subject=subject,
+                    payload=payload,
                 )
             )
         except Exception as exc:  # the ledger itself failing: logged, and the job goes on to the next row
