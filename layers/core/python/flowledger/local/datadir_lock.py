@@ -72,10 +72,6 @@ class DataDirLock:
         os.pwrite(fd, json.dumps(asdict(record)).encode() + b"\n", 0)
         return cls(path, fd, stale)
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def release(self) -> None:
         """Empty the record (a clean stop leaves nothing to take over) and drop the lock."""
         if self._fd is None:
@@ -84,24 +80,6 @@ class DataDirLock:
             os.ftruncate(self._fd, 0)
         os.close(self._fd)  # closing the only descriptor releases the flock
         self._fd = None
-
-
-def lock_holder(directory: Path) -> LockHolder | None:
-    """The server holding ``directory`` now, or None when no live server holds it."""
-    path = directory / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return LockHolder.parse(_read(fd))  # locked: its record names the live holder
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def _read(fd: int) -> str:
