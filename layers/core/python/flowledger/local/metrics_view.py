@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ class MetricsView:
         if path.exists() and path.stat().st_size > ROTATE_BYTES:
             path.replace(path.with_name(path.name + ".1"))
         self._offset = path.stat().st_size if path.exists() else 0
-        self._since = time.time()
+        self._since = datetime.now(UTC).isoformat(timespec="seconds")
         self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], _Counter] = {}
         self._lock = threading.Lock()
 
