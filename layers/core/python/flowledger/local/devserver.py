@@ -11,12 +11,11 @@ import functools
 import json
 import logging
 import os
-import shlex
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,11 @@ from flowledger.api.registry import rest_routes
 from flowledger.api.routes import routes_of
 from flowledger.api.tokens import TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
-from flowledger.diagnosis.demo_incident import DEMO_QUESTION
 from flowledger.errors import ConfigurationError, FlowledgerError
 from flowledger.jobs import JOBS
-from flowledger.llm.probe import model_banner
+from flowledger.local.banner import listening_lines, ready_lines
 from flowledger.local.console import console_app
 from flowledger.local.datadir import (
-    DEFAULT_DATA_DIR,
     EMBEDDED_CREDENTIALS,
     LOCAL_AUDIENCE,
     LOCAL_ISSUER,
@@ -41,10 +38,14 @@ from flowledger.local.datadir import (
     LocalEndpoints,
 )
 from flowledger.local.datadir_lock import DataDirLock
-from flowledger.local.demo_table import DEMO_TABLE, DEMO_WORKSPACE, DemoTable, ensure_demo_table
-from flowledger.local.dev_token import development_token
+from flowledger.local.demo_table import DemoTable, ensure_demo_table
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway, Page, gateway_log
+from flowledger.local.local_defaults import (  # noqa: F401  (CONTINUITY_VARIABLE: tests import it from here)
+    CONTINUITY_VARIABLE,
+    local_continuity_default,
+    local_research_defaults,
+)
 from flowledger.local.metrics_view import MetricsView
 from flowledger.local.moto_server import LockedMotoServer
 from flowledger.local.moto_state import DEFAULT_INTERVAL_SECONDS, PeriodicSnapshots, StateCounts
@@ -58,7 +59,6 @@ from flowledger.store.provision import provision_all
 from flowledger.store.tables import BUCKETS, TABLES
 
 DEMO_DOCUMENTS = Path(__file__).parent / "demo_documents"
-CONTINUITY_VARIABLE = "ENABLE_MIXED_SOURCE_CONVERSATION_CONTINUITY"
 # One execution environment per worker; the embedded store serialises requests anyway.
 DEFAULT_WORKERS = 4
 # In-flight requests get this long once a stop is asked for; the whole stop fits in about 3 s.
@@ -217,18 +217,6 @@ def open_local_stack(
         directory=directory,
         gate=gate,
     )
-
-
-def local_continuity_default(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Conversation continuity on for the local server, unless its variable is set (then it decides).
-
-    An override of ``load_settings``, so the chat app and the function workers (which rebuild their
-    settings from ``settings_environment``) get the same value. pydantic-settings reads variable
-    names case-insensitively, so a lower-case spelling counts as set too.
-    """
-    if any(name.upper() == CONTINUITY_VARIABLE for name in environ):
-        return {}
-    return {"enable_mixed_source_conversation_continuity": True}
 
 
 def _function_environment(settings: Settings) -> dict[str, str]:
@@ -414,7 +402,10 @@ def _finish_start(stack: LocalStack, server: Any, reset: bool, metrics_stdout: b
         time.sleep(0.02)
     if stopping():
         return
-    print(_banner(stack, metrics_stdout), flush=True)
+    settings = stack.services.settings
+    print(
+        listening_lines(stack.endpoints, settings, stack.directory, stack.functions.workers, metrics_stdout), flush=True
+    )
     try:
         stack.finish(stopping)
     except Exception as exc:
@@ -431,7 +422,8 @@ def _finish_start(stack: LocalStack, server: Any, reset: bool, metrics_stdout: b
         return
     stack.scheduler.start()
     stack.snapshots.start()
-    print(_ready_lines(stack, reset, began), flush=True)
+    ready = ready_lines(settings, stack.directory, stack.restored, reset, stack.demo_table, time.monotonic() - began)
+    print(ready, flush=True)
 
 
 def _what_was_saved(stack: LocalStack | None, directory: DataDir) -> str:
@@ -466,110 +458,3 @@ def _log_requests() -> None:
         logger.setLevel(logging.INFO)
         logger.addHandler(handler)
         logger.propagate = False
-
-
-# The research loop runs locally as it would in a deployment that turned it on: the agents' flows
-# are recorded, weak results and rejected claims outside the backlog enqueue, and the consumer job dispatches them.
-RESEARCH_LOOP_VARIABLES = {
-    "REASONING_FLOW_CAPTURE_ENABLED": "reasoning_flow_capture_enabled",
-    "RESEARCH_AUTO_ENQUEUE_ENABLED": "research_auto_enqueue_enabled",
-    "CRITIC_AUTO_ENQUEUE_ENABLED": "critic_auto_enqueue_enabled",
-    "BACKLOG_CONSUMER_ENABLED": "backlog_consumer_enabled",
-}
-
-
-def local_research_defaults(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Each research-loop flag on for the local server, unless its variable is set (then it decides)."""
-    named = {name.upper() for name in environ}
-    return {field: True for variable, field in RESEARCH_LOOP_VARIABLES.items() if variable not in named}
-
-
-def _banner(stack: LocalStack, metrics_stdout: bool) -> str:
-    """What the server is, printed once it listens; the demo data and the ready line follow."""
-    settings, directory = stack.services.settings, stack.directory
-    credentials = directory.admin_credentials()
-    base_url = stack.endpoints.base_url
-    metrics = (
-        "EMF lines on standard output (--metrics-stdout)"
-        if metrics_stdout
-        else f"{directory.metrics_file}; counters at {base_url}/metrics (from this machine)"
-    )
-    lines = [
-        f"flowledger {__version__} serving on {base_url}",
-        f"  docs             {base_url}/docs  (OpenAPI: /openapi.json)",
-        f"  console          {base_url}/console/  (on loopback: as the local admin and a demo patient)",
-        f"  embedded AWS     {stack.endpoints.aws_endpoint_url}  (tables and buckets in {directory.path}/local.json)",
-        f"  functions        {stack.functions.workers} worker processes running the Lambda handlers",
-        _continuity_line(settings.enable_mixed_source_conversation_continuity),
-        _research_line(settings),
-        f"  scheduler        {', '.join(f'{j.name} {j.schedule}' for j in JOBS)}",
-        f"  metrics          {metrics}",
-        f"  admin (SigV4)    access key {credentials.access_key_id}, region {credentials.region},"
-        f" service execute-api  ({directory.path}/admin-credentials.json)",
-        "  dev token (all scopes, 12 h):",
-        f"    {development_token(directory)}",
-        "starting: the store, the demo data and the other workers; requests wait for them (/health does not)",
-    ]
-    return "\n".join(lines)
-
-
-def _ready_lines(stack: LocalStack, reset: bool, began: float) -> str:
-    """The store, the demo data's hints (each runs as printed) and the ready line."""
-    settings, directory = stack.services.settings, stack.directory
-    if stack.restored is not None:
-        state = f"restored {stack.restored.describe()} from {stack.state_file}"
-    else:
-        state = f"{'reset: ' if reset else ''}started empty; saved to {stack.state_file} while running"
-    model = (
-        "offline model (deterministic, no network): set OPENAI_API_KEY or OPENAI_BASE_URL to use a real one"
-        if settings.uses_offline_model
-        else model_banner(settings)  # the models list and a 1-token chat, ~2 s at most
-    )
-    chat = f"flowledger chat{_data_dir_option(directory)}"
-    lines = [
-        f"  state            {state}",
-        f"  model            {model}",
-        f'  demo incident    logs, database and runbook: try `{chat} "{DEMO_QUESTION}"`',
-        *_demo_table_lines(stack.demo_table, chat),
-        f"ready in {time.monotonic() - began:.1f} s. Ctrl-C stops everything.",
-    ]
-    return "\n".join(lines)
-
-
-def _data_dir_option(directory: DataDir) -> str:
-    """`` --data-dir PATH`` for the CLI hints, unless the CLI would find this data dir by itself."""
-    if directory.path.resolve() == Path(DEFAULT_DATA_DIR).resolve():
-        return ""
-    return f" --data-dir {shlex.quote(str(directory.path))}"
-
-
-def _research_line(settings: Settings) -> str:
-    off = [v for v, field in RESEARCH_LOOP_VARIABLES.items() if not getattr(settings, field)]
-    how = "on: flows recorded, weak results enqueued, the backlog consumer dispatches to the agents"
-    if off:
-        how = f"partly off ({', '.join(off)} false)"
-    return f"  research loop    {how}"
-
-
-def _continuity_line(enabled: bool) -> str:
-    if enabled:
-        how = f"on (the local default); start with {CONTINUITY_VARIABLE}=false to turn it off"
-    else:
-        how = f"off ({CONTINUITY_VARIABLE} is set); start with {CONTINUITY_VARIABLE}=true, or unset it, to turn it on"
-    return f"  continuity       {how}"
-
-
-def _demo_table_lines(demo: DemoTable | None, chat: str) -> list[str]:
-    """The demo table's id and the turn to try on it, ready to copy."""
-    if demo is None:
-        return []
-    if demo.document_id is None:
-        return [
-            f"  demo table       {DEMO_TABLE} was deleted from the workspace {DEMO_WORKSPACE}; --reset brings it back"
-        ]
-    return [
-        f"  demo table       {DEMO_TABLE} {demo.document_id} (public workspace {DEMO_WORKSPACE}); try",
-        f'                     {chat} "total amount by month" --select {demo.document_id}',
-        "                   then follow up with --session and the session id that answer prints"
-        ' ("now break that down by region")',
-    ]
