@@ -58,6 +58,20 @@ def banner_commands(output: str) -> list[str]:
     return quoted + alone
 
 
+def paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` as a shell would, with the console script on PATH."""
+    venv_bin = str(Path(sys.executable).parent)
+    return subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+        env={**clean_env(), "PATH": f"{venv_bin}:{os.environ['PATH']}"},
+    )
+
+
 def test_one_server_per_data_dir_metrics_off_the_terminal_and_banner_hints_that_run(
     tmp_path: Path, launch: Callable[..., Any]
 ) -> None:
@@ -73,17 +87,9 @@ def test_one_server_per_data_dir_metrics_off_the_terminal_and_banner_hints_that_
 
     commands = banner_commands(first.output())
     assert len(commands) == 2, first.output()  # the demo incident and the demo table
-    venv_bin = str(Path(sys.executable).parent)
     for command in commands:
         assert f"--data-dir {shlex.quote(str(data_dir))}" in command
-        pasted = subprocess.run(
-            ["bash", "-c", command],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env={**clean_env(), "PATH": f"{venv_bin}:{os.environ['PATH']}"},
-        )
+        pasted = paste(command, Path.cwd())
         assert pasted.returncode == 0, (command, pasted.stderr)
 
     # The chats emitted metrics: into the data dir's file and /metrics, never onto the terminal.
@@ -96,6 +102,32 @@ def test_one_server_per_data_dir_metrics_off_the_terminal_and_banner_hints_that_
     names = {m["Name"] for record in records for m in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert names and names <= set(counted)
     first.stop()
+
+
+def test_with_the_default_data_dir_the_banner_hints_run_as_printed_from_there(tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "serve.log"
+    with log.open("w") as sink:
+        running = subprocess.Popen(
+            [*FLOWLEDGER, "serve", "--port", str(port)],  # no --data-dir: .flowledger in its working directory
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=clean_env(),
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "\nready in " not in log.read_text():
+            assert running.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        commands = banner_commands(log.read_text())
+        table_turn = [c for c in commands if "--select" in c]
+        assert len(commands) == 2 and table_turn, log.read_text()
+        pasted = paste(table_turn[0], tmp_path)
+        assert pasted.returncode == 0, pasted.stderr
+        assert all("--data-dir" not in command for command in commands)  # the CLI finds .flowledger itself
+    finally:
+        running.send_signal(signal.SIGINT)
+        running.wait(timeout=HANG_GUARD_SECONDS)
 
 
 def test_metrics_on_stdout_when_asked(tmp_path: Path, launch: Callable[..., Any]) -> None:
