@@ -2,6 +2,11 @@
 
 The signature is recomputed with botocore's own signer over exactly the headers the client
 signed, then compared in constant time: no crypto is written here.
+
+The URL given is the one on the wire (the raw path, still percent-encoded): as execute-api does, the
+canonical path is that path URI-encoded once more, so ``é`` (sent as ``%C3%A9``) signs as
+``%25C3%25A9``, which is what botocore's clients sign. A client that signs the unencoded path is
+refused, as AWS refuses it.
 """
 
 from __future__ import annotations
