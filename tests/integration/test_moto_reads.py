@@ -3,6 +3,7 @@ paging, projection and filters, on a table with many partitions; index queries a
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -118,3 +119,25 @@ def test_a_scan_still_sees_every_partition(steps: tuple[Any, str]) -> None:
     db, table = steps
     assert Table.all_items.__name__ == "all_items"  # installed with functools.wraps: moto's own name
     assert len(db.scan(TableName=table)["Items"]) == 100
+
+
+def test_a_query_reads_the_stored_items_without_copying_them_and_projecting_changes_none(
+    steps: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, table = steps
+    deep_copies = []
+    real_deepcopy = copy.deepcopy
+
+    def counted_deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        deep_copies.append(type(value).__name__)
+        return real_deepcopy(value, memo)
+
+    monkeypatch.setattr(copy, "deepcopy", counted_deepcopy)
+    keyed = {"KeyConditionExpression": "flow_id = :f", "ExpressionAttributeValues": {":f": {"S": "fl_03"}}}
+
+    assert len(query(db, table, **keyed)) == 5
+    assert deep_copies == []  # the items moto keeps are read as they are stored
+    assert query(db, table, **keyed, ProjectionExpression="step_id", Limit=2)[0] == {"step_id": {"S": "st_01"}}
+    whole = db.get_item(TableName=table, Key={"flow_id": {"S": "fl_03"}, "step_id": {"S": "st_01"}})["Item"]
+    assert whole["nested"] == {"M": {"a": {"S": "a1"}, "b": {"S": "b"}}} and whole["kind"] == {"S": "odd"}
+    assert len(query(db, table, **keyed)[0]) == 5  # every attribute still there after the projections

@@ -11,6 +11,7 @@ conditional writes) that concurrent Lambdas do.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -39,6 +40,9 @@ WARM_EVENT: dict[str, Any] = {
     "headers": {},
     "requestContext": {"requestId": "warm-up", "resourcePath": "/health", "httpMethod": "GET"},
 }
+# The other workers warm every function on a path no route serves: the resolver answers 404 without
+# touching the store or the audit ledger, yet the handler, its decorators and imports are built.
+WARM_ALL_PATH = "/__flowledger_warm_up__"
 # API Gateway's own integration timeout: a slower function gets a 504, as it would in AWS.
 INTEGRATION_TIMEOUT_SECONDS = 29.0
 # Locally nothing ships the EMF lines or X-Ray segments, so they would only flood the terminal.
@@ -101,6 +105,8 @@ class FunctionPool:
         self._busy: dict[int, int] = {}
         self._first_warm: AsyncResult[None] | None = None
         self._stopped = False
+        # What each worker said it had built once ``grow`` returned: worker pid -> function names.
+        self.warm: dict[int, tuple[str, ...]] = {}
 
     @property
     def workers(self) -> int:
@@ -117,25 +123,49 @@ class FunctionPool:
         self._first_warm = self._pools[0][0].apply_async(_warm_up)
 
     def grow(self, wait_seconds: float = 60.0) -> None:
-        """Spawn the workers beyond the first, once the first is warm (or ``wait_seconds`` passed).
+        """Spawn the workers beyond the first, once the first is warm, and return when all are warm.
 
         On a two-core machine, three workers importing the handlers at once would hold up the first.
+        Each new worker builds every function as it starts (``_start_worker``), and the first builds
+        the ones beyond ``/health`` meanwhile: a request that lands on a worker's first use of a
+        function would otherwise wait about a second for its imports (X-Ray's SDK alone, which the
+        tracer imports even with tracing off, is half of that). ``wait_seconds`` bounds each wait.
         """
         if not self._pools or self.started >= self._workers:
             return
         if self._first_warm is not None:
             self._first_warm.wait(wait_seconds)
-        if not self._stopped:  # stop() may have run meanwhile
-            self._spawn(self._workers - self.started)
+        if self._stopped:  # stop() may have run meanwhile
+            return
+        count = self._workers - self.started
+        deadline = time.monotonic() + wait_seconds
+        self._spawn(count, warm=True)
+        self._pools[0][0].apply_async(_warm_all)  # the first worker's own queue: it runs before what follows
+        self._await_workers(self._pools[0][0], 1, deadline)
+        self._await_workers(self._pools[-1][0], count, deadline)
 
-    def _spawn(self, count: int) -> None:
+    def _await_workers(self, pool: Pool, count: int, deadline: float) -> None:
+        """Return once ``count`` distinct workers of ``pool`` said what they built (or at ``deadline``).
+
+        A worker takes tasks only after its initializer, so a worker heard from here has warmed up.
+        """
+        heard: dict[int, tuple[str, ...]] = {}
+        while len(heard) < count and not self._stopped and time.monotonic() < deadline:
+            answers = [pool.apply_async(_built_functions) for _ in range(count)]
+            for answer in answers:
+                with contextlib.suppress(multiprocessing.TimeoutError):
+                    pid, built = answer.get(max(0.0, deadline - time.monotonic()))
+                    heard[pid] = built
+        self.warm.update(heard)
+
+    def _spawn(self, count: int, *, warm: bool = False) -> None:
         # spawn, not fork: the server process holds threads (moto, the scheduler) a fork would copy mid-state.
         context = multiprocessing.get_context("spawn")
         # A Ctrl-C reaches the whole process group: a worker still importing would print a traceback.
         # Spawned with SIGINT blocked, it never sees one (the mask survives exec); the server stops it.
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            pool = context.Pool(count, initializer=_start_worker, initargs=(self._environment,))
+            pool = context.Pool(count, initializer=_start_worker, initargs=(self._environment, warm))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         self._pools.append((pool, count))
@@ -185,7 +215,7 @@ class FunctionPool:
 _handlers: dict[str, Callable[[dict[str, Any], LambdaContext], dict[str, Any]]] = {}  # this worker's warm ones
 
 
-def _start_worker(environment: dict[str, str]) -> None:
+def _start_worker(environment: dict[str, str], warm: bool = False) -> None:
     os.environ.update(environment)
     # Functions that publish no metric flush an empty EMF batch and warn; expected, and noise here.
     warnings.filterwarnings("ignore", "No application metrics to publish")
@@ -193,6 +223,11 @@ def _start_worker(environment: dict[str, str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A server killed outright (kill -9) cannot stop its workers: each leaves when it is orphaned.
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+    if warm:
+        try:
+            _warm_all()
+        except Exception:  # an initializer that raises would be respawned for ever; this worker builds lazily
+            logger.warning("a worker could not build its functions ahead of use", exc_info=True)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -204,6 +239,29 @@ def _exit_with_parent(parent: int) -> None:
 def _warm_up() -> None:
     """Run the warm-up invocation in this worker, as the first ``/health`` would."""
     _invoke(WARM_FUNCTION, WARM_EVENT)
+
+
+def _warm_all() -> None:
+    """Build every function in this worker, and the AWS clients they share, before any request needs them."""
+    from flowledger.api.registry import CAPABILITY_MODULES
+    from flowledger.services import bootstrap
+
+    event = {
+        **WARM_EVENT,
+        "resource": WARM_ALL_PATH,
+        "path": WARM_ALL_PATH,
+        "requestContext": {"requestId": "warm-up", "resourcePath": WARM_ALL_PATH, "httpMethod": "GET"},
+    }
+    for function in CAPABILITY_MODULES:
+        _invoke(function, event)
+    clients = bootstrap().aws
+    # Each client is made on first use: about a tenth of a second each, loading botocore's models.
+    _ = clients.dynamodb, clients.s3, clients.kms
+
+
+def _built_functions() -> tuple[int, tuple[str, ...]]:
+    """This worker's pid and the functions it has built."""
+    return os.getpid(), tuple(sorted(_handlers))
 
 
 def _handler(function: str) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
