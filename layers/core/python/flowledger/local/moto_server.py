@@ -7,6 +7,8 @@ server and every concurrency test use this server for that reason.
 
 The same lock makes snapshots of the store consistent: ``snapshot`` pickles the backends while no
 request is inside moto, and skips the file when no request that may write came in since the last one.
+With a journal (``use_journal``, what ``flowledger serve`` does), every write is journaled before it
+is answered and snapshots are forked (``journaled_store``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from flowledger.local import moto_reads, moto_responses, moto_state, moto_transactions
+from flowledger.local.durability import Durability
+from flowledger.local.journal import FaultInjection
+from flowledger.local.journaled_store import JournaledStore, Restored
 from flowledger.local.moto_state import SnapshotInfo, StateCounts
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -115,19 +120,26 @@ class HostCachingDispatcher(DomainDispatcherApplication):
 
 
 class SerializedWSGI:
-    """Runs the wrapped WSGI app, body included, under one lock, and counts requests that may write."""
+    """Runs the wrapped WSGI app, body included, under one lock, and counts requests that may write.
+
+    With a ``store``, requests that may write go through it (journaled, answered once durable).
+    """
 
     def __init__(self, app: WSGIApp) -> None:
-        self._app = app
+        self.inner = app
         self.lock = threading.Lock()
         self.changes = 0
+        self.store: JournaledStore | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        writes = may_change_state(environ)
+        if writes and self.store is not None:
+            return self.store.write(environ, start_response)
         with self.lock:
-            if may_change_state(environ):
+            if writes:
                 self.changes += 1
             # Materialise the body inside the lock: a lazy iterable would run outside it.
-            return list(self._app(environ, start_response))
+            return list(self.inner(environ, start_response))
 
 
 class LockedMotoServer:
@@ -143,6 +155,7 @@ class LockedMotoServer:
         # Held across a whole snapshot (pickle and write), so two snapshots never write out of order.
         self._snapshot_lock = threading.Lock()
         self._saved: tuple[Path, int] | None = None  # (path, change count) of the last snapshot or restore
+        self.replayed = 0  # journal records the last restore replayed
 
     def start(self) -> str:
         """Listen and serve; the endpoint URL."""
@@ -190,6 +203,20 @@ class LockedMotoServer:
             self._thread.join(timeout=5)
         self._server = None
         self._thread = None
+        if self._app.store is not None:
+            self._app.store.close()
+
+    def use_journal(self, directory: Path, state_file: Path, faults: FaultInjection | None = None) -> Durability:
+        """Journal every write in ``directory`` and snapshot to ``state_file`` by fork; call before ``restore``.
+
+        The durability it returns is what ``/health`` and the shutdown report.
+        """
+        self._app.store = JournaledStore(self._app, directory, state_file, faults)
+        return self._app.store.durability
+
+    @property
+    def journaled(self) -> JournaledStore | None:
+        return self._app.store
 
     @property
     def dirty(self) -> bool:
@@ -200,8 +227,15 @@ class LockedMotoServer:
         """Replace moto's DynamoDB, S3, KMS and Logs state with the snapshot at ``path``; None if there is none.
 
         Call it before ``start()`` (or while running: requests wait). Raises ``ConfigurationError``
-        for a file from another moto version or a damaged one.
+        for a file from another moto version or a damaged one. With a journal, ``path`` must be the
+        journal's state file, and the journal after the snapshot is replayed too.
         """
+        store = self._app.store
+        if store is not None:
+            with self._snapshot_lock:
+                restored: Restored = store.restore()
+            self.replayed = restored.replayed
+            return restored.counts
         with self._snapshot_lock, self._app.lock:
             counts = moto_state.load_state(path)
             if counts is not None:
@@ -215,6 +249,10 @@ class LockedMotoServer:
         the file is written after the lock is released. Without ``force``, a snapshot to the same
         path with no write in between leaves the file as it is (``written`` is False).
         """
+        store = self._app.store
+        if store is not None and path == store.state_file:
+            with self._snapshot_lock:
+                return store.snapshot(force=force)
         with self._snapshot_lock:
             with self._app.lock:
                 changes = self._app.changes

@@ -189,8 +189,18 @@ class _StatePickler(pickle.Pickler):
         return NotImplemented if reducer is None else reducer(obj)
 
 
-def dump_state() -> bytes:
-    """The persisted backends as the bytes of a state file (header line and pickle)."""
+def pickle_moto_objects(value: Any) -> bytes:
+    """``value`` (moto objects among others) pickled as a snapshot pickles them (the journal's records)."""
+    buffer = io.BytesIO()
+    _StatePickler(buffer).dump(value)
+    return buffer.getvalue()
+
+
+def dump_state(journal_from: int | None = None) -> bytes:
+    """The persisted backends as the bytes of a state file (header line and pickle).
+
+    ``journal_from``: the first journal segment this state does not cover (restore replays from it).
+    """
     state = {
         "backends": {
             service: {account: dict(regions.items()) for account, regions in backends.items()}
@@ -209,6 +219,7 @@ def dump_state() -> bytes:
         "saved_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
+        "journal_from": journal_from,
     }
     return json.dumps(header).encode() + b"\n" + payload
 
@@ -262,6 +273,20 @@ def _checked_payload(path: Path, data: bytes) -> bytes:
     if hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
         raise _refuse(path, "it is corrupt (checksum mismatch)")
     return payload
+
+
+def journal_from(path: Path) -> int | None:
+    """The first journal segment the state file at ``path`` does not cover; None if it names none.
+
+    Read from the header line alone; call it after ``load_state`` checked the file.
+    """
+    try:
+        with path.open("rb") as handle:
+            header = json.loads(handle.readline(_HEADER_LIMIT))
+    except (OSError, ValueError):
+        return None
+    value = header.get("journal_from") if isinstance(header, dict) else None
+    return value if isinstance(value, int) else None
 
 
 def reset_state() -> None:
