@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 
 from flowledger.config import load_settings
@@ -141,3 +142,36 @@ def test_a_query_reads_the_stored_items_without_copying_them_and_projecting_chan
     whole = db.get_item(TableName=table, Key={"flow_id": {"S": "fl_03"}, "step_id": {"S": "st_01"}})["Item"]
     assert whole["nested"] == {"M": {"a": {"S": "a1"}, "b": {"S": "b"}}} and whole["kind"] == {"S": "odd"}
     assert len(query(db, table, **keyed)[0]) == 5  # every attribute still there after the projections
+
+
+def test_an_index_query_orders_by_its_string_keys_ties_by_the_tables_key_without_comparing_in_python(
+    steps: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, table = steps
+    created = {"st_01": "2", "st_03": "1", "st_05": "2", "st_07": "1", "st_11": "0"}  # ties on purpose
+    for step, at in created.items():
+        db.update_item(
+            TableName=table,
+            Key={"flow_id": {"S": "fl_04"}, "step_id": {"S": step}},
+            UpdateExpression="SET created_at = :at",
+            ExpressionAttributeValues={":at": {"S": f"2026-12-02T00:00:0{at}.000000Z"}},
+        )
+    comparisons = []
+    real_less_than = DynamoType.__lt__
+
+    def counted_less_than(self: DynamoType, other: DynamoType) -> bool:
+        comparisons.append(1)
+        return real_less_than(self, other)
+
+    monkeypatch.setattr(DynamoType, "__lt__", counted_less_than)
+    by_created = {
+        "IndexName": "by_created",
+        "KeyConditionExpression": "flow_id = :f",
+        "ExpressionAttributeValues": {":f": {"S": "fl_04"}},
+    }
+
+    in_order = [i["step_id"]["S"] for i in query(db, table, **by_created)]
+    assert in_order == ["st_11", "st_03", "st_07", "st_01", "st_05"]  # created_at, then step_id
+    assert comparisons == []
+    backwards = [i["step_id"]["S"] for i in query(db, table, **by_created, ScanIndexForward=False, Limit=2)]
+    assert backwards == list(reversed(in_order))

@@ -14,7 +14,10 @@ moto also deep-copies every item a Query keeps, so that projecting them cannot c
 ones: a third of the time a 500-step page read takes. Here nothing a Query does to its results
 writes to them (``Item.project`` below builds a new item, index projections call it, filters only
 read, and the answer is written as JSON straight from them, :mod:`moto_responses`), so a Query's
-results are the stored items themselves, in a list of their own. Like :mod:`moto_transactions`,
+results are the stored items themselves, in a list of their own. An index Query sorts its partition
+by the index's keys on every page, comparing moto's attribute objects in Python; when those keys are
+strings (the steps' ``created_at``), sorting by the strings themselves is the same order, several
+times faster: a 20,000-step flow's first page no longer waits on it. Like :mod:`moto_transactions`,
 installed by the locked server.
 """
 
@@ -54,7 +57,7 @@ def install() -> None:
     global _INSTALLED
     if _INSTALLED:
         return
-    original_query, original_all_items = Table.query, Table.all_items
+    original_query, original_all_items, original_sorted_items = Table.query, Table.all_items, Table.sorted_items
 
     @functools.wraps(original_query)
     def query(self: Table, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
@@ -87,9 +90,37 @@ def install() -> None:
             merge_dicts(result, find_nested_key(expression, regular))
         return Item(hash_key=self.hash_key, range_key=self.range_key, attrs=serializer.serialize(result)["M"])
 
+    @functools.wraps(original_sorted_items)
+    def sorted_items(
+        self: Table, hash_key_attrs: list[str], range_key_attrs: list[str | None], items: list[Item]
+    ) -> list[Item]:
+        attributes = self._generate_attr_to_sort_by(hash_key_attrs, range_key_attrs)
+        keys = _string_keys(items, attributes)
+        if keys is None:
+            return original_sorted_items(self, hash_key_attrs, range_key_attrs, items)
+        # moto orders by each attribute's cast value, a str for a string: the same order, and as stable.
+        order = sorted(range(len(items)), key=keys.__getitem__)
+        items[:] = [items[position] for position in order]
+        return items
+
     Table.query, Table.all_items, Item.project = query, all_items, project  # type: ignore[method-assign]
+    Table.sorted_items = sorted_items  # type: ignore[method-assign]
     table_module.copy = _CopyForQueries()  # type: ignore[attr-defined,assignment]
     _INSTALLED = True
+
+
+def _string_keys(items: list[Item], attributes: list[str]) -> list[tuple[str, ...]] | None:
+    """Each item's sort key as plain strings; None when one of them is not a string (moto then sorts)."""
+    keys = []
+    for item in items:
+        key = []
+        for attribute in attributes:
+            value = item.attrs.get(attribute)
+            if value is None or value.type != "S":
+                return None
+            key.append(value.value)
+        keys.append(tuple(key))
+    return keys
 
 
 def _shares_partition(table: Table, index_name: str) -> bool:
