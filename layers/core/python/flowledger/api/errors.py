@@ -89,6 +89,16 @@ def throttled(exc: ClientError) -> errors.Throttled | None:
     return None
 
 
+def unavailable(exc: ClientError) -> errors.UpstreamUnavailable | None:
+    """The domain error of an AWS answer of 503 (the dev server's store when it cannot save), else None."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = exc.response.get("Error", {}).get("Code", "")
+    if status != HTTPStatus.SERVICE_UNAVAILABLE and code not in ("ServiceUnavailable", "ServiceUnavailableException"):
+        return None
+    operation = exc.operation_name or "a call"
+    return errors.UpstreamUnavailable(f"the data store is unavailable ({code or status} on {operation}); retry later")
+
+
 def error_body(code: str, message: str, request_id: str, **extra: Any) -> dict[str, Any]:
     """The one error shape every route answers with (documented as ``ErrorBody`` in the OpenAPI)."""
     return {"error": code, "message": message, "request_id": request_id, **extra}
@@ -157,8 +167,9 @@ def register_error_handlers(app: ApiGatewayResolver) -> None:
 
     @app.exception_handler(ClientError)
     def _aws(exc: ClientError) -> Response[Any]:
-        # Throttling can outlive botocore's own retries: a 503 the caller can retry, not a 500.
-        domain = throttled(exc)
+        # Throttling, or a store that cannot save, can outlive botocore's own retries: a 503 the caller
+        # can retry, not a 500.
+        domain = throttled(exc) or unavailable(exc)
         if domain is None:
             return internal_error()
         return respond(status_for(domain), domain.code, domain.message, error_headers(domain))

@@ -4,6 +4,7 @@
 ``admin-credentials.json`` access key id, secret and region for SigV4-signed admin calls
 ``local.json``             base URL, embedded AWS endpoint, region, physical table and bucket names
 ``aws-state.pickle``       the embedded store (tables, buckets, keys, log groups), saved at intervals and on shutdown
+``journal/``               every write since that snapshot, made durable before it is answered (local/journal.py)
 ``demo-incident.sqlite``   the demo incident's database, which the diagnosis agent's ``query_sql`` reads
 ``metrics.jsonl``          the server's metrics, one EMF record a line (``GET /metrics`` sums them up)
 ``serve.lock``             locked by the server using the directory: its pid and URL (local/datadir_lock.py)
@@ -36,6 +37,7 @@ LOCAL_AUDIENCE = "flowledger"
 LOCAL_ISSUER = "flowledger-local"
 DEV_USER = "dev-user"  # the local developer: the printed token's subject, and the console chat page's user
 STATE_FILE = "aws-state.pickle"  # the embedded store's snapshot (local/moto_state.py)
+JOURNAL_DIR = "journal"  # the writes since the snapshot (local/journal.py)
 DEMO_DATABASE_FILE = "demo-incident.sqlite"  # built with the demo logs on a fresh store
 METRICS_FILE = "metrics.jsonl"
 
@@ -88,6 +90,10 @@ class DataDir:
         return self.path / STATE_FILE
 
     @property
+    def journal_dir(self) -> Path:
+        return self.path / JOURNAL_DIR
+
+    @property
     def demo_database(self) -> Path:
         return self.path / DEMO_DATABASE_FILE
 
@@ -122,6 +128,8 @@ class DataDir:
             path.unlink(missing_ok=True)
         for leftover in self.path.glob(f".{STATE_FILE}.*.tmp"):  # a snapshot a crash interrupted
             leftover.unlink(missing_ok=True)
+        for segment in self.journal_dir.glob("segment-*.log"):
+            segment.unlink()
         for suffix in ("-journal", "-wal", "-shm"):  # SQLite's side files, if a build was interrupted
             self.path.joinpath(DEMO_DATABASE_FILE + suffix).unlink(missing_ok=True)
 

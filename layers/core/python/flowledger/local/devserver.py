@@ -39,8 +39,10 @@ from flowledger.local.datadir import (
 )
 from flowledger.local.datadir_lock import DataDirLock
 from flowledger.local.demo_table import DemoTable, ensure_demo_table
+from flowledger.local.durability import Durability
 from flowledger.local.functions import FunctionPool, settings_environment
 from flowledger.local.gateway import LocalGateway, Page, gateway_log
+from flowledger.local.journal import FaultInjection
 from flowledger.local.local_defaults import (  # noqa: F401  (CONTINUITY_VARIABLE: tests import it from here)
     CONTINUITY_VARIABLE,
     local_continuity_default,
@@ -65,6 +67,11 @@ DEFAULT_WORKERS = 4
 GRACEFUL_SHUTDOWN_SECONDS = 1
 # Past this, a stop stuck on anything (a hung worker, a socket) leaves the process regardless.
 STOP_DEADLINE_SECONDS = 8.0
+# For benchmarks only: `off` runs without the journal (writes since the last snapshot die with the process).
+JOURNAL_VARIABLE = "FLOWLEDGER_JOURNAL"
+# For the disk-full test where no small filesystem can be mounted: while this file exists, the journal
+# and snapshots fail with ENOSPC.
+JOURNAL_FAULT_VARIABLE = "FLOWLEDGER_JOURNAL_FAULT_FILE"
 
 
 @dataclass
@@ -86,8 +93,10 @@ class LocalStack:
     restored: StateCounts | None
     directory: DataDir
     gate: StartupGate
+    durability: Durability | None = None  # None when the journal is off
     demo_table: DemoTable | None = None
     finished: bool = False
+    saved: bool = True  # False when the last save on stop failed
 
     def finish(self, stopping: Callable[[], bool] = lambda: False) -> None:
         """The start's second half; returns early (gate closed) once ``stopping()`` is true."""
@@ -126,9 +135,13 @@ class LocalStack:
         self.scheduler.stop()
         self.functions.stop()
         if self.finished:
-            self.snapshots.stop()
+            self.saved = self.snapshots.stop() is not None
         elif self.restored is not None:
-            self.moto.snapshot(self.state_file)  # writes only if the interrupted start changed something
+            try:
+                self.moto.snapshot(self.state_file)  # writes only if the interrupted start changed something
+            except OSError as exc:
+                self.snapshots.final_error = exc.strerror or str(exc)
+                self.saved = False
         self.moto.stop()
 
 
@@ -151,13 +164,16 @@ def open_local_stack(
     reset: bool = False,
     workers: int = DEFAULT_WORKERS,
     snapshot_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    journal: bool = True,
+    journal_fault_file: Path | None = None,
     **settings_overrides: Any,
 ) -> LocalStack:
     """Start what ``/health`` needs: one function worker and the gateway; ``finish`` does the rest.
 
     The embedded AWS endpoint is bound here but answers only once ``finish`` restored the store, and
     ``local.json`` is written here: a CLI command run as soon as ``/health`` answers finds the server,
-    and waits for the store rather than seeing it empty.
+    and waits for the store rather than seeing it empty. ``journal=False`` (benchmarks only) keeps
+    writes in memory until the next snapshot; ``journal_fault_file`` fails the journal while it exists.
     """
     base_url = f"http://{host}:{port}"
     directory = DataDir(data_dir)
@@ -166,6 +182,9 @@ def open_local_stack(
     state_file = directory.state_file
     moto = LockedMotoServer(host="127.0.0.1")
     aws_endpoint = moto.bind()
+    durability = (
+        moto.use_journal(directory.journal_dir, state_file, FaultInjection(journal_fault_file)) if journal else None
+    )
     functions: FunctionPool | None = None
     try:
         settings = load_settings(
@@ -196,9 +215,9 @@ def open_local_stack(
         functions = FunctionPool(_function_environment(settings), workers)
         functions.start()
         gate = StartupGate()
-        app = _gateway(settings, directory, functions, gate)
+        app = _gateway(settings, directory, functions, gate, durability)
         scheduler = LocalScheduler(JOBS, services)
-        snapshots = PeriodicSnapshots(moto, state_file, snapshot_interval_seconds)
+        snapshots = PeriodicSnapshots(moto, state_file, snapshot_interval_seconds, durability)
     except BaseException:
         if functions is not None:
             functions.stop()
@@ -216,6 +235,7 @@ def open_local_stack(
         restored=None,
         directory=directory,
         gate=gate,
+        durability=durability,
     )
 
 
@@ -225,7 +245,9 @@ def _function_environment(settings: Settings) -> dict[str, str]:
     return {**settings_environment(settings), "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
 
 
-def _gateway(settings: Settings, directory: DataDir, functions: FunctionPool, gate: StartupGate) -> LocalGateway:
+def _gateway(
+    settings: Settings, directory: DataDir, functions: FunctionPool, gate: StartupGate, durability: Durability | None
+) -> LocalGateway:
     jwks = json.dumps(directory.jwks()).encode()
     metrics = MetricsView(directory.metrics_file)
     assert settings.jwks_url and settings.jwt_issuer
@@ -243,6 +265,7 @@ def _gateway(settings: Settings, directory: DataDir, functions: FunctionPool, ga
         loopback_pages={"/metrics": lambda: ("application/json", json.dumps(metrics.summary(), indent=1).encode())},
         console=console_app(directory, aws_endpoint=settings.aws_endpoint_url),
         gate=gate,
+        store_health=durability.health if durability is not None else None,
     )
 
 
@@ -364,7 +387,7 @@ def serve(
             )
         if not metrics_stdout:  # read by flowledger.metrics here and, through the environment, in every worker
             os.environ[METRICS_FILE_VARIABLE] = str(directory.metrics_file)
-        stack = open_local_stack(data_dir, host, port, reset=reset, workers=workers)
+        stack = open_local_stack(data_dir, host, port, reset=reset, workers=workers, **_journal_options())
         server = uvicorn.Server(
             uvicorn.Config(
                 stack.app,
@@ -388,6 +411,8 @@ def serve(
             stack.stop()
         print(f"flowledger: stopped{_what_was_saved(stack, directory)}", flush=True)
         lock.release()
+        if stack is not None and not stack.saved:
+            raise SystemExit(1)  # replaces the Ctrl-C on its way out: the exit status says it
     if stack.gate.failure is not None:
         raise ConfigurationError(f"the server could not finish starting: {stack.gate.failure}")
 
@@ -426,12 +451,46 @@ def _finish_start(stack: LocalStack, server: Any, reset: bool, metrics_stdout: b
     print(ready, flush=True)
 
 
+def _journal_options() -> dict[str, Any]:
+    """The journal switches read from the environment (benchmarks and the disk-full test set them)."""
+    fault = os.environ.get(JOURNAL_FAULT_VARIABLE)
+    return {
+        "journal": os.environ.get(JOURNAL_VARIABLE, "on").lower() != "off",
+        "journal_fault_file": Path(fault) if fault else None,
+    }
+
+
 def _what_was_saved(stack: LocalStack | None, directory: DataDir) -> str:
+    if stack is not None and not stack.saved:
+        return _what_was_not_saved(stack, directory)
     if stack is not None and (stack.finished or stack.restored is not None):
         return f"; state saved to {directory.state_file}"
     if directory.state_file.exists():  # stopped before the saved store was even loaded
         return f" during the start; {directory.state_file} is as it was"
     return " during the start of an empty store; nothing to save yet"
+
+
+def _what_was_not_saved(stack: LocalStack, directory: DataDir) -> str:
+    """The stop line when the last snapshot failed: what is on disk, and exactly what is not."""
+    reason = stack.snapshots.final_error or "unknown error"
+    durability = stack.durability
+    if durability is None:
+        return (
+            f"; NOT SAVED: the snapshot to {directory.state_file} failed ({reason}); "
+            "every write since the last snapshot is lost"
+        )
+    unsaved = durability.unsaved
+    applied = (
+        f"; {unsaved} change{'s' if unsaved != 1 else ''} applied in memory but answered 503 (not journaled)"
+        if unsaved
+        else ""
+    )
+    return (
+        f"; NOT SAVED: the final snapshot to {directory.state_file} failed ({reason}). "
+        f"Saved: every write answered 2xx, in the journal {directory.journal_dir} (replayed at the next start). "
+        f"Not saved: {durability.refused} write{'s' if durability.refused != 1 else ''} refused with 503 "
+        f"while the store could not save{applied}"
+    )
 
 
 def _stop_within(seconds: float) -> None:

@@ -39,7 +39,8 @@ class Durability:
         with self._lock:
             self.failures += 1
             first = self.cause is None
-            self.cause = f"{what}: {reason}"
+            if first:  # the first cause is the one to fix; retries failing after it say nothing new
+                self.cause = f"{what}: {reason}"
         if first:
             logger.error("the embedded store is not durable (%s); writes get 503 until it can save again", self.cause)
 

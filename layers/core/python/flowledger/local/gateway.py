@@ -66,6 +66,8 @@ class LocalGateway:
     # Pages only a caller on this machine may read (``/metrics``): 403 for any other address.
     loopback_pages: dict[str, Page] = field(default_factory=dict)
     gate: StartupGate | None = None  # requests outside EARLY_PATHS wait here until the start is done
+    # The embedded store's durability (local/durability.py), added to ``/health`` as ``store``.
+    store_health: Callable[[], dict[str, Any]] | None = None
     _mounts: dict[str, ASGIApp] = field(default_factory=dict)
     _mounted_routes: list[RouteSpec] = field(default_factory=list)
 
@@ -143,6 +145,8 @@ class LocalGateway:
         except FunctionTimeout:
             await _send_json(send, 504, error_body("gateway_timeout", "the function timed out", request.request_id))
             return
+        if request.path == "/health" and self.store_health is not None:
+            response = _with_store(response, self.store_health())
         await _send_proxy_response(send, response)
 
     async def _preflight(self, request: _Request, send: Send) -> None:
@@ -303,6 +307,19 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _with_store(response: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
+    """The function's ``/health`` answer with the embedded store's durability added (``store``)."""
+    if response.get("statusCode") != 200 or response.get("isBase64Encoded"):
+        return response
+    try:
+        body = json.loads(response.get("body") or "")
+    except ValueError:
+        return response
+    if not isinstance(body, dict):
+        return response
+    return {**response, "body": json.dumps({**body, "store": store})}
 
 
 async def _send_proxy_response(send: Send, response: dict[str, Any]) -> None:

@@ -32,6 +32,7 @@ import os
 import pickle
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -373,29 +374,62 @@ class Snapshotter(Protocol):
     def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo: ...
 
 
-class PeriodicSnapshots:
-    """Snapshots the server every ``interval_seconds`` when something changed, and once more on stop."""
+class Durable(Protocol):
+    """Whether the store can save now (``durability.Durability`` is one)."""
 
-    def __init__(self, server: Snapshotter, path: Path, interval_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
+    @property
+    def durable(self) -> bool: ...
+
+
+class PeriodicSnapshots:
+    """Snapshots the server every ``interval_seconds`` when something changed, and once more on stop.
+
+    With ``durability``, while the store cannot save it tries every ``RETRY_SECONDS`` instead: the
+    first snapshot that succeeds makes it durable again.
+    """
+
+    RETRY_SECONDS = 1.0
+
+    def __init__(
+        self,
+        server: Snapshotter,
+        path: Path,
+        interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+        durability: Durable | None = None,
+    ) -> None:
         self._server = server
         self._path = path
         self._interval = interval_seconds
+        self._durability = durability
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last: SnapshotInfo | None = None
+        self.final_error: str | None = None  # why the snapshot on stop failed
 
     def start(self) -> None:
         """Start the daemon thread; it sleeps first (a restore or a fresh provision just happened)."""
         self._thread = threading.Thread(target=self._loop, name="moto-snapshots", daemon=True)
         self._thread.start()
 
+    def _failing(self) -> bool:
+        return self._durability is not None and not self._durability.durable
+
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
+        # Woken every RETRY_SECONDS when the store can fail, so a failure is retried within a second.
+        tick = min(self._interval, self.RETRY_SECONDS) if self._durability is not None else self._interval
+        due = time.monotonic() + self._interval
+        while not self._stop.wait(tick):
+            failing = self._failing()
+            if not failing and time.monotonic() < due:
+                continue
+            due = time.monotonic() + self._interval
             try:
-                self.last = self._server.snapshot(self._path)
+                self.last = self._server.snapshot(self._path, force=failing)
             except Exception as exc:
-                # A full disk must not stop the next attempt; the state is still in memory.
-                logger.warning("could not save the embedded AWS state to %s: %s", self._path, exc)
+                # A full disk must not stop the next attempt; the state is still in memory. While the
+                # store is known not durable, that was logged once already: no line a second.
+                if not failing:
+                    logger.warning("could not save the embedded AWS state to %s: %s", self._path, exc)
 
     def stop(self) -> SnapshotInfo | None:
         """Stop the thread and take the final snapshot; None (and an error logged) if it failed.
@@ -407,9 +441,13 @@ class PeriodicSnapshots:
             self._thread.join(timeout=60)  # lets a snapshot in progress finish
             self._thread = None
         try:
-            info = self._server.snapshot(self._path)
-        except Exception:
-            logger.exception("could not save the embedded AWS state to %s on shutdown", self._path)
+            info = self._server.snapshot(self._path, force=self._failing())
+        except Exception as exc:
+            self.final_error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, OSError):  # a full disk, say: its reason is the whole story
+                logger.error("could not save the embedded AWS state to %s on shutdown: %s", self._path, exc)
+            else:
+                logger.exception("could not save the embedded AWS state to %s on shutdown", self._path)
             return None
         self.last = info
         return info
