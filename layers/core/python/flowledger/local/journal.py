@@ -117,8 +117,8 @@ def _read_segment(path: Path) -> tuple[list[bytes], int | None]:
         payload = data[end:stop]
         # Records are never empty, so a zero length is the zero-filled tail a crash can leave.
         if length == 0 or zlib.crc32(payload) != checksum:
-            if stop == len(data) or not data[offset:].strip(b"\0"):
-                return payloads, offset  # the last record, half written
+            if not data[stop:].strip(b"\0"):
+                return payloads, offset  # the last record, half written (zeros at most after it)
             raise _refuse(path, f"record at byte {offset:,} fails its checksum and records follow it")
         payloads.append(payload)
         offset = stop
