@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from flowledger.api.access import SIGNED, Access, access_for, any_token, needs_scope, security_schemes
+from flowledger.api.openapi_rules import state_rules
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers
 from flowledger.api.routes import schema_resolver
 from flowledger.chat.models import (
@@ -59,14 +60,14 @@ ERROR_SCHEMA = {
     },
 }
 ERROR_DESCRIPTIONS = {
-    400: "the body is not UTF-8 JSON, or nests too deep",
+    400: "the body is not UTF-8 JSON, nests too deep, or names a key twice in one object (`duplicate_key`)",
     401: "no valid bearer token",
     403: "missing scope, a resource of another caller, or a missing or wrong SigV4 signature",
     404: "no such resource",
     409: "the resource's state does not allow this, or a stored item it reads needs repair (undecodable_item)",
     413: "the body is over the size limit",
     415: "the body is not application/json",
-    422: "the body or a parameter breaks the schema",
+    422: "the body or a parameter breaks the schema (a control character in text is `control_character`, naming where)",
     429: "too many requests; see Retry-After",
     500: "internal error; quote the request id",
     502: "the function failed to answer (crashed, or an unreadable response)",
@@ -97,6 +98,7 @@ def openapi_document(version: str) -> dict[str, Any]:
     for path, item in document["paths"].items():
         for method, operation in item.items():
             _complete(path, method, operation)
+    state_rules(document)
     return document
 
 

@@ -32,6 +32,37 @@ UI_ONLY_FIELDS = frozenset({"panel_open", "selection_panel_open", "sources_panel
 DocumentId = Annotated[str, StringConstraints(strict=True, pattern=DOCUMENT_PATTERN)]
 
 
+_EMPTY: dict[str, Any] = {"maxItems": 0}
+_SOME: dict[str, Any] = {"minItems": 1}
+_COMPARE: dict[str, Any] = {"const": "compare"}
+_NOT_COMPARE: dict[str, Any] = {"not": _COMPARE}
+_SELECTED: dict[str, Any] = {"const": "selected"}
+_NULL: dict[str, Any] = {"type": "null"}  # absent or null: a property schema applies only to a property sent
+
+
+def _when(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {"required": required, "properties": properties}
+
+
+# ``_consistent`` below as JSON Schema, written as ``not`` what it refuses, so the OpenAPI document
+# states it (issue #31). That a compare's source is not one of its targets compares two values, which
+# JSON Schema cannot: the operation's description says so.
+_INCONSISTENT: dict[str, Any] = {
+    "anyOf": [
+        _when(["action_mode"], action_mode=_COMPARE, source=_NULL),
+        _when(["action_mode"], action_mode=_COMPARE, targets=_EMPTY),
+        _when(["action_mode", "selection_mode"], action_mode=_COMPARE, selection_mode={"not": _SELECTED}),
+        _when(["action_mode", "document_ids"], action_mode=_COMPARE, document_ids=_SOME),
+        _when(["action_mode", "include_prior"], action_mode=_COMPARE, include_prior={"const": True}),
+        _when(["source"], action_mode=_NOT_COMPARE, source={"not": _NULL}),
+        _when(["targets"], action_mode=_NOT_COMPARE, targets=_SOME),
+        _when(["selection_mode"], action_mode=_NOT_COMPARE, selection_mode=_SELECTED, document_ids=_EMPTY),
+        _when(["document_ids"], selection_mode={"not": _SELECTED}, document_ids=_SOME),
+        _when(["include_prior"], selection_mode={"not": _SELECTED}, include_prior={"const": True}),
+    ]
+}
+
+
 class SourceRequest(BaseModel):
     """The source fields of a chat request (to be inherited by ``ChatRequest``).
 
@@ -42,14 +73,19 @@ class SourceRequest(BaseModel):
     - ``include_prior``: with ``selected``, also reuse the previous turn's sources (never implied).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"not": _INCONSISTENT})
 
     selection_mode: SelectionMode = "relevance"
-    document_ids: list[DocumentId] = Field(default_factory=list, max_length=MAX_SELECTED_DOCUMENTS)
+    document_ids: list[DocumentId] = Field(
+        default_factory=list, max_length=MAX_SELECTED_DOCUMENTS, json_schema_extra={"uniqueItems": True}
+    )
     action_mode: ActionMode = "chat"
     source: DocumentId | None = Field(None, description="compare only: the document compared")
     targets: list[DocumentId] = Field(
-        default_factory=list, max_length=MAX_COMPARE_TARGETS, description="compare only: what it is compared with"
+        default_factory=list,
+        max_length=MAX_COMPARE_TARGETS,
+        description="compare only: what it is compared with",
+        json_schema_extra={"uniqueItems": True},
     )
     include_prior: StrictBool = Field(False, description="selected only: merge the previous turn's sources in")
 

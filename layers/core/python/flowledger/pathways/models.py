@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from flowledger.reasoning.dimensions import Dimensions
 
@@ -84,10 +84,21 @@ class Extraction(BaseModel):
     disqualifier: str | None = None
 
 
+def _two_different(ids: list[str]) -> list[str]:
+    if len(set(ids)) != len(ids):
+        raise ValueError("compare two different pathways")
+    return ids
+
+
 class CompareRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pathway_ids: Annotated[list[PathwayId], Field(min_length=2, max_length=2)]
+    # Two different pathways: the model refuses one compared with itself, as uniqueItems says in the document.
+    pathway_ids: Annotated[
+        list[PathwayId],
+        Field(min_length=2, max_length=2, json_schema_extra={"uniqueItems": True}),
+        AfterValidator(_two_different),
+    ]
 
 
 class AxisDelta(BaseModel):

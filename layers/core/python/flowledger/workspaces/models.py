@@ -22,6 +22,14 @@ from pydantic import (
 )
 
 from flowledger.store.storable import require_storable
+from flowledger.workspaces.schema_rules import (
+    BASE64_PATTERN,
+    HIDDEN_KIND_SHOWN,
+    NEITHER_INLINE_NOR_PRESIGNED,
+    NOT_ONE_SCOPE,
+    NOTHING_CHANGES,
+    file_name_not_of_kind,
+)
 
 WORKSPACE_PATTERN = r"^ws_[0-9A-Z]{26}$"
 DOCUMENT_PATTERN = r"^dc_[0-9A-Z]{26}$"
@@ -45,10 +53,13 @@ EXTENSIONS: dict[str, tuple[str, ...]] = {
 }
 RANK: dict[str, int] = {"viewer": 1, "editor": 2, "owner": 3}
 
+# What str.strip() strips (str.isspace), so the document can say a name is not all whitespace.
+_NOT_SPACE = "[^\\t-\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
 Name = Annotated[
     str,
     StringConstraints(strict=True, min_length=1, max_length=120, strip_whitespace=True),
     AfterValidator(require_storable),
+    Field(json_schema_extra={"allOf": [{"pattern": _NOT_SPACE}]}),
 ]
 # No path separators or control characters: a file name is a name, not a path.
 FileName = Annotated[
@@ -70,6 +81,8 @@ class _Strict(BaseModel):
 
 
 class WorkspaceCreate(_Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": HIDDEN_KIND_SHOWN})
+
     kind: WorkspaceKind
     name: Name
     visible: StrictBool | None = Field(None, description="public only: anyone with the documents scope may read")
@@ -85,6 +98,8 @@ class WorkspaceCreate(_Strict):
 
 
 class VisibilityChange(_Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": NOTHING_CHANGES})
+
     visible: StrictBool | None = None
     listed: StrictBool | None = None
 
@@ -133,9 +148,13 @@ class Revoked(BaseModel):
 
 
 class _Upload(_Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": NEITHER_INLINE_NOR_PRESIGNED})
+
     kind: DocumentKind
     content_base64: StrictStr | None = Field(
-        None, description="the whole body, base64, for small files; omit it to get a presigned S3 PUT URL"
+        None,
+        description="the whole body, base64, for small files; omit it to get a presigned S3 PUT URL",
+        json_schema_extra={"minLength": 4, "pattern": BASE64_PATTERN},
     )
     size_bytes: StrictInt | None = Field(None, ge=1, description="presigned uploads: the body's exact size")
     sha256: Sha256 | None = Field(None, description="presigned uploads: the body's SHA-256, lowercase hex")
@@ -151,6 +170,13 @@ class _Upload(_Strict):
 
 
 class DocumentCreate(_Upload):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "not": {"anyOf": [NEITHER_INLINE_NOR_PRESIGNED, NOT_ONE_SCOPE, file_name_not_of_kind(EXTENSIONS)]}
+        },
+    )
+
     workspace_id: WorkspaceId | None = None
     session_id: SessionId | None = Field(None, description="a conversation upload: scoped to that chat session")
     file_name: FileName
