@@ -22,6 +22,7 @@ BENCHMARKS = [
     "devserver.py",
     "cli_start.py",
     "serve_start.py",
+    "journal.py",
     "tabular.py",
     "continuity.py",
     "recorder.py",

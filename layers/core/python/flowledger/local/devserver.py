@@ -123,7 +123,12 @@ class LocalStack:
 
     def _restore(self) -> None:
         """Load the saved store (when there is one), then let the embedded endpoint answer."""
+        began = time.monotonic()
         self.restored = self.moto.restore(self.state_file)  # moto's backends load here: a second, maybe more
+        if self.moto.replayed:
+            gateway_log.info(
+                "replayed %d journal records after the snapshot in %.2f s", self.moto.replayed, time.monotonic() - began
+            )
         self.moto.serve()
 
     def stop(self) -> None:
