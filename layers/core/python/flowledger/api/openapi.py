@@ -16,6 +16,7 @@ from pydantic.json_schema import models_json_schema
 
 from flowledger.api.access import SIGNED, Access, access_for, any_token, needs_scope, security_schemes
 from flowledger.api.openapi_rules import state_rules
+from flowledger.api.openapi_sse import sse_media_type
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers
 from flowledger.api.routes import schema_resolver
 from flowledger.chat.models import (
@@ -153,14 +154,13 @@ def _add_chat(document: dict[str, Any]) -> None:
             },
             "responses": {
                 "200": {
-                    "description": f"SSE frames `event: <type>` / `data: <json>`, in order: {events}; or the "
-                    "turn's outcome as one JSON object",
+                    "description": f"a stream of Server-Sent Events, each `event: <type>` / `data: <json>`, in "
+                    f"order: {events}; or, with Accept: application/json, the turn's outcome as one JSON object",
+                    # JSON first: client generators read a response as its first media type, and a
+                    # generated client parses JSON (a stream needs an SSE reader of its own).
                     "content": {
-                        "text/event-stream": {
-                            "schema": {"type": "string"},
-                            "x-sse-events": {str(m.model_fields["type"].default): ref[m.__name__] for m in SSE_EVENTS},
-                        },
                         "application/json": {"schema": ref["ChatResult"]},
+                        "text/event-stream": sse_media_type(SSE_EVENTS),
                     },
                 }
             },
