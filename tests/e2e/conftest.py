@@ -56,11 +56,12 @@ def clean_env() -> dict[str, str]:
 
 
 def launch_server(
-    data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+    data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None, ready: bool = True
 ) -> RunningServer:
     """Start ``flowledger serve`` and wait until it says it is ready (its store and functions are warm then).
 
-    ``env`` adds variables to the clean environment (``BACKLOG_CONSUMER_ENABLED=false``, say).
+    ``env`` adds variables to the clean environment (``BACKLOG_CONSUMER_ENABLED=false``, say). With
+    ``ready=False`` it returns once ``/health`` answers: other requests then wait for the start to finish.
     """
     port = port or free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,8 @@ def launch_server(
     while True:
         try:
             # /health answers before the start has finished; the banner's ready line comes after.
-            if httpx.get(f"{base_url}/health", timeout=1).status_code == 200 and "\nready in " in log.read_text():
+            answered = httpx.get(f"{base_url}/health", timeout=1).status_code == 200
+            if answered and (not ready or "\nready in " in log.read_text()):
                 break
         except httpx.TransportError:
             pass
