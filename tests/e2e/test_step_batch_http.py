@@ -131,3 +131,22 @@ def test_without_the_write_scope_a_bad_batch_is_403_not_a_validation_error(serve
     path = f"{server.base_url}/api/reasoning/flows/{opened.json()['flow_id']}/steps:batch"
     assert httpx.post(path, json={"steps": 7}, headers=reader).status_code == 403
     assert httpx.post(path, json={"steps": 7}, headers=writer).status_code == 422
+
+
+ANSI_LOG_LINE = "\x1b[31mERROR\x1b[0m db-1: connection refused\r\n\tretrying"
+
+
+def test_a_diagnosis_step_whose_log_output_holds_ansi_colour_codes_is_recorded(server: Any) -> None:
+    # The API refuses control characters in text (422) and a batch with one whole: the recorder escapes them.
+    writer = token(server, "--sub", "agent-logs", "--scopes", "reasoning.write")
+    recorder = ReasoningFlowRecorder(HttpTransport(server.base_url, writer))
+    with recorder.flow("incident", "e2e/ansi-1", "Why is db-1 down?") as flow:
+        first = flow.step("tool", "diagnosis", "Read the service log", outputs={"log": ANSI_LOG_LINE})
+        second = flow.step("verdict", "diagnosis", "\x1b[1mdb-1 refuses connections", parents=[str(first)])
+        flow.outcome("recommendation_delivered", "Restart db-1")
+    page = admin_get(server, f"/admin/v1/reasoning/flows/{flow.flow_id}/steps", limit="10")
+    stored = admin_get(server, f"/admin/v1/reasoning/flows/{flow.flow_id}")
+    assert [s["step_id"] for s in page["steps"]] == [first, second]
+    assert page["steps"][0]["outputs"]["log"] == "\\u001b[31mERROR\\u001b[0m db-1: connection refused\r\n\tretrying"
+    assert page["steps"][1]["summary_text"] == "\\u001b[1mdb-1 refuses connections"
+    assert (stored["flow"]["flow_state"], stored["flow"]["step_count"]) == ("completed", 2)

@@ -48,7 +48,8 @@ CURSOR = ServerRule(
 # Statable only as a recursive schema, which client generators cannot read: left to the description.
 NESTED_TEXT = ServerRule(
     "nested_text",
-    "strings inside free-form objects (a step's `inputs`, `outputs`) hold no C0 control character but tab, LF and CR",
+    "strings inside free-form objects (a step's `inputs`, `outputs`) hold no C0 control character but tab, LF and "
+    "CR; the recorder writes recorded tool output's control characters as `\\u001b` escapes",
     ("control_character",),
 )
 # JSON Schema counts 12.0 as an integer; the models read JSON strictly and take only 12.

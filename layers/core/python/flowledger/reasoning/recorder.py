@@ -46,6 +46,7 @@ from flowledger.config import Settings
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.reasoning.models import FlowClose, FlowStart, StepCreate
+from flowledger.reasoning.printable import escape_controls
 
 logger = logging.getLogger("flowledger.recorder")
 
@@ -143,7 +144,7 @@ class _FailSoft:
 def _step_body(
     step_kind: str, agent: str, summary_text: str, parents: list[str] | None, extra: dict[str, Any]
 ) -> dict[str, Any]:
-    return {
+    body = {
         "step_id": new_id("st_"),
         "step_kind": step_kind,
         "agent": agent,
@@ -151,6 +152,8 @@ def _step_body(
         "parent_step_ids": parents or [],
         **extra,
     }
+    # A tool's output (a log line in ANSI colours) would get the whole batch refused: escape, never lose it.
+    return dict(escape_controls(body))
 
 
 def _close_body(outcome: dict[str, Any] | None, exc: BaseException | None) -> dict[str, Any]:
@@ -160,7 +163,8 @@ def _close_body(outcome: dict[str, Any] | None, exc: BaseException | None) -> di
             "reason": "agent_error",
             "outcome": {"type": "error", "summary": "The agent stopped with an error"},
         }
-    return {"state": "completed", "outcome": outcome or {"type": "no_action", "summary": "Finished without an outcome"}}
+    done = {"state": "completed", "outcome": outcome or {"type": "no_action", "summary": "Finished without an outcome"}}
+    return dict(escape_controls(done))
 
 
 class _Sender:
@@ -326,7 +330,7 @@ class ReasoningFlowRecorder:
 def _start_body(
     trigger_type: str, trigger_ref: str, trigger_summary: str, trace_id: str | None, patient_id: str | None
 ) -> dict[str, Any]:
-    return {
+    start = {
         "flow_id": new_id("fl_"),
         "trigger_type": trigger_type,
         "trigger_ref": trigger_ref,
@@ -334,6 +338,7 @@ def _start_body(
         "trace_id": trace_id,
         "patient_id": patient_id,
     }
+    return dict(escape_controls(start))
 
 
 class _NoTransport:
