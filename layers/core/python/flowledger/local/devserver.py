@@ -112,14 +112,17 @@ class LocalStack:
             lambda: seed_demo_incident(services, self.directory, fresh=self.restored is None),
             lambda: _mount_chat(self.app, services),
         ]
+        # The other workers start and warm up in their own processes meanwhile: on a second core while a
+        # restore replays its journal, and the ready line waits for the longer of the two, not their sum.
+        growing = threading.Thread(target=self.functions.grow, name="workers", daemon=True)
+        growing.start()
         for step in steps:
             if stopping():
                 return
             step()
         self.finished = True
-        self.gate.open()
-        if not stopping():
-            self.functions.grow()  # requests run on the first worker meanwhile
+        self.gate.open()  # requests run on the first worker until the others are warm
+        growing.join()
 
     def _restore(self) -> None:
         """Load the saved store (when there is one), then let the embedded endpoint answer."""

@@ -168,8 +168,8 @@ class FunctionPool:
             pool = context.Pool(count, initializer=_start_worker, initargs=(self._environment, warm))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        self._busy[id(pool)] = 0  # first: the event loop may look a pool up as soon as it is listed
         self._pools.append((pool, count))
-        self._busy[id(pool)] = 0
 
     def _least_busy(self) -> Pool:
         return min(self._pools, key=lambda entry: self._busy[id(entry[0])] / entry[1])[0]

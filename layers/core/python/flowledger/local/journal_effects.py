@@ -190,13 +190,20 @@ def request_record(environ: dict[str, Any], body: bytes, headers: list[tuple[str
     return pickle_moto_objects(("request", request, body, version))
 
 
-def apply(payload: bytes, app: WSGIApp) -> bool:
-    """Apply one journal record to moto's backends; False if a replayed request was refused."""
+def apply(payload: bytes, app: WSGIApp, backends: dict[tuple[str, str], Any] | None = None) -> bool:
+    """Apply one journal record to moto's backends; False if a replayed request was refused.
+
+    ``backends`` caches each (account, region)'s DynamoDB backend across one replay: moto's own lookup
+    costs more than putting the item back.
+    """
     # Our own 0600 journal in the developer's data dir, checksummed; never input from a request.
     record = pickle.loads(payload)  # noqa: S301
     if record[0] == "items":
         _, account, region, after = record
-        backend = dynamodb_backends[account][region]
+        cache = {} if backends is None else backends
+        backend = cache.get((account, region))
+        if backend is None:
+            backend = cache[account, region] = dynamodb_backends[account][region]
         for key, item in after:
             _put(backend, key, item)
         return True

@@ -220,9 +220,10 @@ def _replay(payloads: list[bytes], app: WSGIApp) -> int:
     enabled = gc.isenabled()
     gc.disable()
     refused = 0
+    backends: dict[tuple[str, str], Any] = {}
     try:
         for payload in payloads:
-            if not journal_effects.apply(payload, app):
+            if not journal_effects.apply(payload, app, backends):
                 refused += 1
     finally:
         if enabled:
