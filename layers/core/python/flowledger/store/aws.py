@@ -44,6 +44,10 @@ class AwsClients:
         key_id, secret = self._static_credentials or (None, None)
         session = botocore.session.get_session()
         session.register_component("data_loader", _shared_loader())
+        if service == "dynamodb":
+            from flowledger.store.dynamodb_parsing import DynamoDBParserFactory
+
+            session.register_component("response_parser_factory", DynamoDBParserFactory())
         return session.create_client(
             service,
             aws_access_key_id=key_id,
