@@ -30,8 +30,9 @@ def token(server: Any, *args: str) -> str:
     return result.stdout.strip()
 
 
-def test_health_answers_200(server: Any) -> None:
-    assert httpx.get(f"{server.base_url}/health").json() == {"status": "ok", "model": "offline"}
+def test_health_answers_200_and_says_the_store_is_durable(server: Any) -> None:
+    answer = httpx.get(f"{server.base_url}/health").json()
+    assert answer == {"status": "ok", "model": "offline", "store": {"durable": True}}
 
 
 def test_me_is_401_without_a_token_and_200_with_one(server: Any) -> None:
