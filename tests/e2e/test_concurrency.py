@@ -25,7 +25,7 @@ from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
 CONSUMERS = 16
-ROWS = 2000
+ROWS = 1000  # 16 consumers race for each: exactly-once shows as well as with 2,000, in half the time
 PULL = "/admin/v1/reasoning/research/backlog/next"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -60,7 +60,7 @@ def enqueue_rows(server: Any, count: int) -> dict[str, str]:
     return enqueue_synthetic(Backlog(producer), count, "http-conc")
 
 
-def test_sixteen_signed_consumers_drain_two_thousand_rows_over_http(busy_server: Any) -> None:
+def test_sixteen_signed_consumers_drain_a_thousand_rows_over_http(busy_server: Any) -> None:
     created = enqueue_rows(busy_server, ROWS)
     signer = Signer(busy_server)
     start_line = threading.Barrier(CONSUMERS)

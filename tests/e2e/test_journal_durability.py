@@ -121,6 +121,23 @@ def audit_clean(server: RunningServer) -> str:
     return last
 
 
+def ledger_verifies(server: RunningServer) -> None:
+    """``audit verify``'s own check, run in this process (the CLI's start-up, 20 times, would double the test)."""
+    from flowledger.cli import store
+    from flowledger.ledger.audit import checkpoints_of, verify_ledger
+
+    services = store.services(server.data_dir.path)
+    report = verify_ledger(services.ledger, checkpoints_of(services), None, None, lambda items, _chain: items)
+    assert report.ok, [finding.describe() for finding in report.findings]
+
+
+def ends_with_nothing_lost(server: RunningServer, acked: Acknowledged) -> None:
+    """Every acknowledged write is stored, the ledger verifies, and a SIGTERM stops the server cleanly."""
+    assert lost_writes(server, acked) == []
+    audit_clean(server)
+    assert server.stop(signal.SIGTERM) == 0
+
+
 def test_kill_9_under_eight_writers_loses_no_acknowledged_write(tmp_path: Path, launch: Callable[..., Any]) -> None:
     data_dir = tmp_path / "data"
     acked = Acknowledged()
@@ -145,11 +162,10 @@ def test_kill_9_under_eight_writers_loses_no_acknowledged_write(tmp_path: Path, 
         # Not waiting for the ready line: the next writers wait at the start's gate, and the next kill
         # may land while the store is still being restored and its journal replayed.
         server = launch(data_dir, *SERVE_ARGS, port=server.port, ready=False)
+        ledger_verifies(server)  # after every kill: each event, link and checkpoint of the replayed store
     try:
         assert sum(len(s) for s in acked.steps.values()) > KILLS * 5, "too few writes to prove anything"
-        assert lost_writes(server, acked) == []
-        audit_clean(server)
-        assert server.stop(signal.SIGTERM) == 0
+        ends_with_nothing_lost(server, acked)
     finally:
         if server.process.poll() is None:
             server.process.kill()
@@ -291,9 +307,7 @@ def test_a_full_disk_refuses_writes_with_503_keeps_reads_and_recovers(
 
             disk.free()
             server = launch(data_dir, *SERVE_ARGS, env=env, port=server.port)
-            assert lost_writes(server, acked) == []
-            audit_clean(server)
-            assert server.stop(signal.SIGTERM) == 0
+            ends_with_nothing_lost(server, acked)
         finally:
             if server.process.poll() is None:
                 server.process.kill()

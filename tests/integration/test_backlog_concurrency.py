@@ -1,6 +1,6 @@
 """16 consumers pull 1,000 rows at once from the locked moto server: each row exactly once, in FIFO order.
 
-The same claim over HTTP through ``flowledger serve``, with 2,000 rows, is tests/e2e/test_concurrency.py's;
+The same claim over HTTP through ``flowledger serve``, with 1,000 rows, is tests/e2e/test_concurrency.py's;
 here the store is driven directly, so half the rows give every consumer dozens of contended pulls.
 """
 

@@ -36,6 +36,7 @@ from moto.iam.models import get_account_id_from
 from moto.s3.models import s3_backends
 
 from flowledger.local.moto_state import pickle_moto_objects
+from flowledger.local.moto_transactions import put_stored
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 ItemKey = tuple[str, DynamoType, DynamoType | None]  # table name, hash key, range key
@@ -158,15 +159,7 @@ def _stored(backend: Any, key: ItemKey) -> Item | None:
 
 def _put(backend: Any, key: ItemKey, item: Item | None) -> None:
     table_name, hash_value, range_value = key
-    # moto keeps {hash: Item} for a table without a sort key, {hash: {range: Item}} with one.
-    stored: dict[Any, Any] = backend.tables[table_name].items
-    if range_value is not None:
-        stored = stored.setdefault(hash_value, {})
-    slot = hash_value if range_value is None else range_value
-    if item is None:
-        stored.pop(slot, None)
-    else:
-        stored[slot] = item
+    put_stored(backend.tables[table_name], hash_value, range_value, item)
 
 
 def rollback(write: ItemWrite) -> None:

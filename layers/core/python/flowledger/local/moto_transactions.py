@@ -46,17 +46,22 @@ def _snapshots(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -
     return taken
 
 
+def put_stored(table: Table, hash_value: Any, range_value: Any, item: Item | None) -> None:
+    """Make ``item`` the one moto stores under the key (None: none), past moto's own write path."""
+    # moto keeps {hash: Item} for a table without a sort key, {hash: {range: Item}} with one.
+    stored: dict[Any, Any] = table.items
+    if range_value is not None:
+        stored = stored.setdefault(hash_value, {})
+    key = hash_value if range_value is None else range_value
+    if item is None:
+        stored.pop(key, None)
+    else:
+        stored[key] = item
+
+
 def _restore(snapshots: list[Snapshot]) -> None:
     for table, hash_value, range_value, item in reversed(snapshots):
-        # moto keeps {hash: Item} for a table without a sort key, {hash: {range: Item}} with one.
-        stored: dict[Any, Any] = table.items
-        if range_value is not None:
-            stored = stored.setdefault(hash_value, {})
-        key = hash_value if range_value is None else range_value
-        if item is None:
-            stored.pop(key, None)
-        else:
-            stored[key] = item
+        put_stored(table, hash_value, range_value, item)
 
 
 def install() -> None:
