@@ -55,6 +55,12 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
+# Each worker beyond the first is a process that imports and builds every function before the ready line
+# (a second or two of CPU); the suite starts some sixty servers, two at a time on two cores. Tests about
+# concurrency ask for more.
+TEST_WORKERS = 2
+
+
 def launch_server(
     data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None, ready: bool = True
 ) -> RunningServer:
@@ -64,6 +70,8 @@ def launch_server(
     ``ready=False`` it returns once ``/health`` answers: other requests then wait for the start to finish.
     """
     port = port or free_port()
+    if "--workers" not in args:
+        args = (*args, "--workers", str(TEST_WORKERS))
     data_dir.mkdir(parents=True, exist_ok=True)
     log = data_dir.parent / f"serve-{port}.log"
     with log.open("w") as sink:

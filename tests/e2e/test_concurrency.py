@@ -33,7 +33,10 @@ T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 @pytest.fixture(scope="module")
 def busy_server(tmp_path_factory: pytest.TempPathFactory, launch: Callable[..., Any]) -> Iterator[Any]:
     """A server of its own: these tests drain its backlog (so its own scheduled consumer stays off)."""
-    running = launch(tmp_path_factory.mktemp("busy") / "data", env={"BACKLOG_CONSUMER_ENABLED": "false"})
+    # Four execution environments, as the server's default: four pulls at once race in the store.
+    running = launch(
+        tmp_path_factory.mktemp("busy") / "data", "--workers", "4", env={"BACKLOG_CONSUMER_ENABLED": "false"}
+    )
     yield running
     running.stop()
 
