@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-# JSON Schema patterns are ECMA-262 regexes: \\uXXXX escapes mean the same there and in Python.
-TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f]*$"
-PARAMETER_PATTERN = "^[^\\u0000-\\u001f]*$"
+from flowledger import control_characters
+
+TEXT_PATTERN = control_characters.schema_pattern(control_characters.IN_TEXT)
+PARAMETER_PATTERN = control_characters.schema_pattern(control_characters.IN_PARAMETERS)
 _KEY = {"minLength": 1, "pattern": TEXT_PATTERN}  # DynamoDB keeps no empty map key
 # Patterns of the route models that cannot match a control character (anchored, with only these
 # characters and no negated class): they need no second pattern.

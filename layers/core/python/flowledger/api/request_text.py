@@ -15,10 +15,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from flowledger import control_characters
 from flowledger.errors import InvalidInput, MalformedBody
 
-_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # C0 but tab, LF and CR
-_IN_PARAMETER = re.compile(r"[\x00-\x1f]")
+_IN_TEXT = control_characters.finder(control_characters.IN_TEXT)
+_IN_PARAMETER = control_characters.finder(control_characters.IN_PARAMETERS)
 MAX_KEY_SHOWN = 64  # a repeated key is named, cut to this: the schema's names are short, an attacker's need not be
 
 

@@ -9,10 +9,11 @@ still shows where the code was, and a terminal that prints it is not driven by i
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # what request_text refuses in text
+from flowledger import control_characters
+
+_CONTROL = control_characters.finder(control_characters.IN_TEXT)  # what the API refuses in text
 
 
 def escape_controls(value: Any) -> Any:

@@ -99,7 +99,9 @@ class HttpTransport:
         )
 
     def _send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = self._client.request(method, path, json=body)
+        # The API refuses a control character in any text of a body, and a whole batch with it; a tool's
+        # output holds them (a log line in ANSI colours). Escaped here, on the sender's thread, never lost.
+        response = self._client.request(method, path, json=escape_controls(body))
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result
@@ -144,7 +146,7 @@ class _FailSoft:
 def _step_body(
     step_kind: str, agent: str, summary_text: str, parents: list[str] | None, extra: dict[str, Any]
 ) -> dict[str, Any]:
-    body = {
+    return {
         "step_id": new_id("st_"),
         "step_kind": step_kind,
         "agent": agent,
@@ -152,8 +154,6 @@ def _step_body(
         "parent_step_ids": parents or [],
         **extra,
     }
-    # A tool's output (a log line in ANSI colours) would get the whole batch refused: escape, never lose it.
-    return dict(escape_controls(body))
 
 
 def _close_body(outcome: dict[str, Any] | None, exc: BaseException | None) -> dict[str, Any]:
@@ -163,8 +163,7 @@ def _close_body(outcome: dict[str, Any] | None, exc: BaseException | None) -> di
             "reason": "agent_error",
             "outcome": {"type": "error", "summary": "The agent stopped with an error"},
         }
-    done = {"state": "completed", "outcome": outcome or {"type": "no_action", "summary": "Finished without an outcome"}}
-    return dict(escape_controls(done))
+    return {"state": "completed", "outcome": outcome or {"type": "no_action", "summary": "Finished without an outcome"}}
 
 
 class _Sender:
@@ -330,7 +329,7 @@ class ReasoningFlowRecorder:
 def _start_body(
     trigger_type: str, trigger_ref: str, trigger_summary: str, trace_id: str | None, patient_id: str | None
 ) -> dict[str, Any]:
-    start = {
+    return {
         "flow_id": new_id("fl_"),
         "trigger_type": trigger_type,
         "trigger_ref": trigger_ref,
@@ -338,7 +337,6 @@ def _start_body(
         "trace_id": trace_id,
         "patient_id": patient_id,
     }
-    return dict(escape_controls(start))
 
 
 class _NoTransport:
