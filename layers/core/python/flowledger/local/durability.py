@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 from typing import Any
+from xml.sax.saxutils import escape
 
 logger = logging.getLogger("flowledger.local")
 RETRY_AFTER_SECONDS = 1
@@ -65,8 +66,7 @@ def refuse(environ: dict[str, Any], cause: str, start_response: Callable[..., An
         body = json.dumps({"__type": "ServiceUnavailable", "message": message}).encode()
         content_type = "application/x-amz-json-1.0"
     else:  # S3's XML
-        escaped = message.replace("&", "&amp;").replace("<", "&lt;")
-        body = f"<Error><Code>ServiceUnavailable</Code><Message>{escaped}</Message></Error>".encode()
+        body = f"<Error><Code>ServiceUnavailable</Code><Message>{escape(message)}</Message></Error>".encode()
         content_type = "application/xml"
     headers = [
         ("Content-Type", content_type),

@@ -31,6 +31,7 @@ from pathlib import Path
 import moto
 
 from flowledger.errors import ConfigurationError
+from flowledger.local.moto_state import header_problem, read_header
 
 _PREFIX = struct.Struct(">II")  # payload length, CRC32 of the payload
 _MAGIC = "flowledger-journal"
@@ -149,16 +150,10 @@ def scan(directory: Path, first_segment: int) -> JournalScan:
 
 
 def _check_header(path: Path, payload: bytes) -> None:
-    try:
-        header = json.loads(payload)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("magic") != _MAGIC:
-        raise _refuse(path, "it is not a Flowledger journal segment")
-    if header.get("format") != FORMAT_VERSION:
-        raise _refuse(path, f"it has format {header.get('format')!r}, this version reads {FORMAT_VERSION}")
-    if header.get("moto") != moto.__version__:
-        raise _refuse(path, f"it was written by moto {header.get('moto')}, this is moto {moto.__version__}")
+    header = read_header(payload)
+    problem = header_problem(header, _MAGIC, FORMAT_VERSION, "a Flowledger journal segment", "written")
+    if problem is not None:
+        raise _refuse(path, problem)
 
 
 class Journal:

@@ -247,6 +247,29 @@ def write_state_file(path: Path, data: bytes) -> None:
         os.close(directory)
 
 
+def read_header(raw: bytes) -> Any:
+    """A file's JSON header line as read (None when it is not JSON)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def header_problem(header: Any, magic: str, format_version: int, kind: str, written: str) -> str | None:
+    """What keeps a state file's or journal segment's header from being read here, or None.
+
+    Not ours (``kind`` names what it should be), another format, or another moto version: pickles of
+    moto's objects load only into the moto that made them.
+    """
+    if not isinstance(header, dict) or header.get("magic") != magic:
+        return f"it is not {kind}"
+    if header.get("format") != format_version:
+        return f"it has format {header.get('format')!r}, this version reads format {format_version}"
+    if header.get("moto") != moto.__version__:
+        return f"it was {written} by moto {header.get('moto')}, this is moto {moto.__version__}"
+    return None
+
+
 def _refuse(path: Path, problem: str) -> ConfigurationError:
     return ConfigurationError(
         f"cannot restore the embedded AWS state from {path}: {problem}; "
@@ -258,16 +281,10 @@ def _checked_payload(path: Path, data: bytes) -> bytes:
     end = data.find(b"\n", 0, _HEADER_LIMIT)
     if end < 0:
         raise _refuse(path, "it is not a Flowledger state file (no header)")
-    try:
-        header = json.loads(data[:end])
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("magic") != _MAGIC:
-        raise _refuse(path, "it is not a Flowledger state file (bad header)")
-    if header.get("format") != FORMAT_VERSION:
-        raise _refuse(path, f"it has format {header.get('format')!r}, this version reads format {FORMAT_VERSION}")
-    if header.get("moto") != moto.__version__:
-        raise _refuse(path, f"it was saved by moto {header.get('moto')}, this is moto {moto.__version__}")
+    header = read_header(data[:end])
+    problem = header_problem(header, _MAGIC, FORMAT_VERSION, "a Flowledger state file (bad header)", "saved")
+    if problem is not None:
+        raise _refuse(path, problem)
     payload = data[end + 1 :]
     if len(payload) != header.get("payload_bytes"):
         raise _refuse(path, f"it is truncated ({len(payload):,} of {header.get('payload_bytes')} payload bytes)")
