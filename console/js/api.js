@@ -53,13 +53,23 @@ function keptConfig() {
   }
 }
 
+function takeBootConfig() {
+  const boot = globalThis.flowledgerBoot;
+  const early = boot?.config ?? null;
+  if (boot) boot.config = null;
+  return early;
+}
+
 /** The console's configuration: the tab's kept copy, else fetched (once per page) and kept. */
 export function config() {
   configPromise ??= (async () => {
     const kept = keptConfig();
     configKept = Boolean(kept);
     if (kept) return kept;
-    const response = await fetch("/console/config.json", { cache: "no-store" });
+    // boot.js asked for it as the page began, unless the tab kept a copy then; taken once (a refused kept
+    // copy is replaced by a fresh fetch below, never by this first answer again).
+    const early = await takeBootConfig();
+    const response = early ?? (await fetch("/console/config.json", { cache: "no-store" }));
     if (!response.ok) throw new ApiError(response.status, "config", "the console configuration could not be loaded");
     const cfg = await response.json();
     keepConfig(cfg);
@@ -133,9 +143,15 @@ export async function signOperatorRequest(path, { method = "GET", query, body, d
   return client.sign(url(cfg, path, query), { ...init, aws });
 }
 
-/** An admin call (``/admin/v1/...``), SigV4-signed: ``{status, body}`` or an ApiError. */
+/** An admin call (``/admin/v1/...``), SigV4-signed: ``{status, body}`` or an ApiError.
+ *
+ * ``options.onSend``, when given, is called as the signed request is handed to the browser. */
 export function operatorFetch(path, options = {}) {
-  return withConfig(async () => read(await fetch(await signOperatorRequest(path, options))));
+  return withConfig(async () => {
+    const request = await signOperatorRequest(path, options);
+    options.onSend?.();
+    return read(await fetch(request));
+  });
 }
 
 /** The patient's bearer token: one pasted on the profile page, else the configured one. */

@@ -1,20 +1,8 @@
-// Routes a /console/... address to its page module. Pages are plain links (no client-side history):
-// every page loads on its own, so a copied address always opens the same view.
+// Renders the page boot.js found for this address (its route table is there, so the page's module is
+// fetched while this one's imports are), and shows the nav links to whoever may use them.
 
 import { audience } from "/console/js/audience.js";
 import { h, problem, replace } from "/console/js/dom.js";
-
-const ROUTES = [
-  [/^\/console\/?$/, "flow_search", "flows"],
-  [/^\/console\/flows\/?$/, "flow_search", "flows"],
-  [/^\/console\/flows\/([^/]+)$/, "flow", "flows"],
-  [/^\/console\/research\/?$/, "research", "research"],
-  [/^\/console\/pathways\/?$/, "pathways", "pathways"],
-  [/^\/console\/chat\/?$/, "chat", "chat"],
-  [/^\/console\/patient\/?$/, "profile", "patient"],
-  [/^\/console\/patient\/flows\/?$/, "patient", "patient/flows"],
-  [/^\/console\/patient\/flows\/([^/]+)$/, "patient", "patient/flows"],
-];
 
 function markSection(section) {
   for (const link of document.querySelectorAll("header nav a")) {
@@ -33,26 +21,21 @@ async function showNav() {
   return who;
 }
 
-function route(path) {
-  for (const [pattern, module, section] of ROUTES) {
-    const match = pattern.exec(path);
-    if (match) return { module, section, id: match[1] ? decodeURIComponent(match[1]) : null };
-  }
-  return null;
-}
-
 async function start() {
   const main = document.getElementById("main");
   const path = window.location.pathname;
-  const found = route(path);
-  // The page's code is fetched while the configuration is (not after): each is a round trip.
+  const found = globalThis.flowledgerBoot?.route ?? null;
   const loading = found ? import(`/console/js/pages/${found.module}.js`) : null;
   loading?.catch(() => {}); // its error, if any, is shown below
-  const who = await showNav();
-  // The landing page is the operators' flows list; a patient's is their own explanations.
-  if (/^\/console\/?$/.test(path) && who?.patient && !who.operator) {
-    window.location.replace("/console/patient/flows");
-    return;
+  const nav = showNav();
+  // The landing page is the operators' flows list; a patient's is their own explanations. Any other page
+  // renders at once: its reads wait for the configuration, never for the nav.
+  if (/^\/console\/?$/.test(path)) {
+    const who = await nav;
+    if (who?.patient && !who.operator) {
+      window.location.replace("/console/patient/flows");
+      return;
+    }
   }
   if (found) {
     markSection(found.section);
@@ -62,6 +45,7 @@ async function start() {
     } catch (error) {
       replace(main, h("h1", {}, "Something went wrong"), problem(error));
     }
+    await nav;
     await showNav(); // a page's first call may have signed someone in (cognito.js)
     main.dataset.ready = "true"; // the browser tests wait for this
     return;

@@ -57,6 +57,14 @@ export function stylesheet(href) {
   document.head.append(h("link", { rel: "stylesheet", href }));
 }
 
+/** Ask for these modules now, all at once, rather than each after the module that imports it is parsed. */
+export function preloadModules(hrefs) {
+  for (const href of hrefs) {
+    if (document.querySelector(`link[rel="modulepreload"][href="${href}"]`)) continue;
+    document.head.append(h("link", { rel: "modulepreload", href }));
+  }
+}
+
 /** "1 hit", "3 hits", "1,200 rows": a count with its noun agreeing (``many`` for irregular plurals). */
 export function plural(n, one, many = `${one}s`) {
   return `${Number(n).toLocaleString("en")} ${n === 1 ? one : many}`;

@@ -66,6 +66,17 @@ def test_files_are_sent_compressed_to_a_browser_that_asks(server: Any) -> None:
     assert len(wire) < len(plain.content) / 2
 
 
+def test_a_revisit_that_has_the_file_gets_a_304_and_no_body(server: Any) -> None:
+    first = get(server, "/console/js/app.js", **{"accept-encoding": "gzip"})
+    tag = first.headers["etag"]
+    again = get(server, "/console/js/app.js", **{"if-none-match": f'W/"other", {tag}'})
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == tag
+    assert "script-src 'self'" in again.headers["content-security-policy"]
+    assert get(server, "/console/js/app.js", **{"if-none-match": '"stale"'}).status_code == 200
+    head = httpx.head(f"{server.base_url}/console/js/app.js", headers={"accept-encoding": "identity"}, timeout=30)
+    assert head.status_code == 200 and head.content == b"" and int(head.headers["content-length"]) == len(first.content)
+
+
 def test_a_loopback_page_gets_the_admin_credentials_and_a_demo_patient_token(server: Any) -> None:
     config = get(server, "/console/config.json").json()
     credentials = server.data_dir.admin_credentials()

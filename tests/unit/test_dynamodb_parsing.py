@@ -3,7 +3,6 @@ kind of attribute value, nested, in every read and write answer that carries ite
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -15,29 +14,9 @@ from hypothesis import strategies as st
 from flowledger.config import load_settings
 from flowledger.store.aws import AwsClients
 from flowledger.store.dynamodb_parsing import AttributeValueParser
+from tests.attribute_values import text, values
 
 MODEL = botocore.session.get_session().get_service_model("dynamodb")
-text = st.text(max_size=8)
-numbers = st.integers(-(10**6), 10**6).map(str)
-binaries = st.binary(max_size=12).map(lambda raw: base64.b64encode(raw).decode())
-scalars = st.one_of(
-    text.map(lambda v: {"S": v}),
-    numbers.map(lambda v: {"N": v}),
-    binaries.map(lambda v: {"B": v}),
-    st.booleans().map(lambda v: {"BOOL": v}),
-    st.just({"NULL": True}),
-    st.lists(text, min_size=1, max_size=3, unique=True).map(lambda v: {"SS": v}),
-    st.lists(numbers, min_size=1, max_size=3, unique=True).map(lambda v: {"NS": v}),
-    st.lists(binaries, min_size=1, max_size=3, unique=True).map(lambda v: {"BS": v}),
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3).map(lambda v: {"L": v}),
-        st.dictionaries(text, inner, max_size=3).map(lambda v: {"M": v}),
-    ),
-    max_leaves=12,
-)
 items = st.dictionaries(text, values, min_size=1, max_size=5)
 
 

@@ -22,12 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from starlette.exceptions import HTTPException
-from starlette.middleware.gzip import GZipMiddleware
-from starlette.responses import FileResponse, Response
-from starlette.staticfiles import StaticFiles
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from flowledger.local.console_files import ConsoleFiles
 from flowledger.local.datadir import DEV_USER, DataDir
 
 PREFIX = "/console"
@@ -116,33 +114,14 @@ def security_headers(aws_endpoint: str | None = None) -> dict[str, str]:
     return {**SECURITY_HEADERS, "content-security-policy": policy}
 
 
-class _ConsoleFiles(StaticFiles):
-    """The files under ``console/``; an address that is no file (``/console/flows/f-1``) gets the page shell."""
-
-    def __init__(self, *, headers: dict[str, str], **options: Any) -> None:
-        super().__init__(**options)
-        self._headers = headers
-
-    async def get_response(self, path: str, scope: Scope) -> Response:
-        try:
-            response = await super().get_response(path, scope)
-        except HTTPException as exc:
-            # No exception middleware sits in front of this app: a refusal becomes a plain answer here.
-            if exc.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
-                return Response(exc.detail, status_code=exc.status_code, headers=self._headers)
-            response = FileResponse(Path(str(self.directory)) / "index.html", media_type="text/html")
-        response.headers.update(self._headers)
-        return response
-
-
 def console_app(directory: DataDir, root: Path = CONSOLE_DIR, *, aws_endpoint: str | None = None) -> ASGIApp:
-    """An ASGI app for ``/console`` and everything under it (GET and HEAD), compressed when asked.
+    """An ASGI app for ``/console`` and everything under it (GET and HEAD), compressed when asked (console_files).
 
     ``aws_endpoint`` (the embedded AWS endpoint) is the one other origin the pages may connect to.
     """
     headers = security_headers(aws_endpoint)
     configs = ConsoleConfigs(directory)
-    files = _ConsoleFiles(headers=headers, directory=root, html=True, check_dir=False)
+    files = ConsoleFiles(root, headers)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -160,7 +139,7 @@ def console_app(directory: DataDir, root: Path = CONSOLE_DIR, *, aws_endpoint: s
             return
         await files({**scope, "path": path[len(PREFIX) :] or "/", "root_path": ""}, receive, send)
 
-    return GZipMiddleware(app, minimum_size=512)
+    return app
 
 
 def is_console_path(path: str) -> bool:

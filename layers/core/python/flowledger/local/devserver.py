@@ -27,6 +27,7 @@ from flowledger.api.routes import routes_of
 from flowledger.api.tokens import TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
 from flowledger.errors import ConfigurationError, FlowledgerError
+from flowledger.heap import freeze_long_lived
 from flowledger.jobs import JOBS
 from flowledger.local.banner import listening_lines, ready_lines
 from flowledger.local.console import console_app
@@ -121,6 +122,7 @@ class LocalStack:
                 return
             step()
         self.finished = True
+        freeze_long_lived()  # the restored store lives as long as the server
         self.gate.open()  # requests run on the first worker until the others are warm
         growing.join()
 

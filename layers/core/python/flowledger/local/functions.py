@@ -28,6 +28,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import SecretStr
 
 from flowledger.config import Settings
+from flowledger.heap import freeze_long_lived
 
 logger = logging.getLogger("flowledger.local")
 # /health's function and event: the first worker answers it once before any request comes, so the
@@ -257,6 +258,7 @@ def _warm_all() -> None:
     clients = bootstrap().aws
     # Each client is made on first use: about a tenth of a second each, loading botocore's models.
     _ = clients.dynamodb, clients.s3, clients.kms
+    freeze_long_lived()
 
 
 def _built_functions() -> tuple[int, tuple[str, ...]]:

@@ -17,8 +17,11 @@ read, and the answer is written as JSON straight from them, :mod:`moto_responses
 results are the stored items themselves, in a list of their own. An index Query sorts its partition
 by the index's keys on every page, comparing moto's attribute objects in Python; when those keys are
 strings (the steps' ``created_at``), sorting by the strings themselves is the same order, several
-times faster: a 20,000-step flow's first page no longer waits on it. Like :mod:`moto_transactions`,
-installed by the locked server.
+times faster: a 20,000-step flow's first page no longer waits on it. And a Query weighs every item it
+keeps against DynamoDB's 1 MB page twice, through ``Item.size``, which wraps each map value in a new
+attribute object (and each list inside it again) before measuring it: two thirds of a 500-step page's
+time in moto. :func:`item_size` measures the stored values as they are, to the same byte. Like
+:mod:`moto_transactions`, installed by the locked server.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class _CopyForQueries:
 
 
 def install() -> None:
-    """Patch moto's Table.query, Table.all_items, Item.project and its Query's copy (idempotent)."""
+    """Patch moto's Table.query, Table.all_items, Item.project, Item.size and its Query's copy (idempotent)."""
     global _INSTALLED
     if _INSTALLED:
         return
@@ -65,11 +68,13 @@ def install() -> None:
         narrow = hash_key is not None and (index_name is None or _shares_partition(self, index_name))
         _querying.partition = (self, hash_key) if narrow else None
         _querying.reading = True
+        _querying.sizes = {}  # id of a stored item -> its size, for this Query (it holds every item it weighs)
         try:
             return original_query(self, hash_key, *args, **kwargs)
         finally:
             _querying.partition = None
             _querying.reading = False
+            _querying.sizes = None
 
     @functools.wraps(original_all_items)
     def all_items(self: Table) -> list[Item]:
@@ -105,6 +110,7 @@ def install() -> None:
 
     Table.query, Table.all_items, Item.project = query, all_items, project  # type: ignore[method-assign]
     Table.sorted_items = sorted_items  # type: ignore[method-assign]
+    Item.size = item_size  # type: ignore[method-assign,assignment]
     table_module.copy = _CopyForQueries()  # type: ignore[attr-defined,assignment]
     _INSTALLED = True
 
@@ -129,3 +135,39 @@ def _shares_partition(table: Table, index_name: str) -> bool:
         if index.name == index_name:
             return [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] == [table.hash_key_attr]
     return False
+
+
+def item_size(item: Item) -> int:
+    """The item's size as moto's ``Item.size`` counts it (names and values in bytes), without copying a value.
+
+    A Query asks twice for each item it keeps: the second answer is the first, remembered for the Query.
+    """
+    sizes = getattr(_querying, "sizes", None)
+    if sizes is not None and id(item) in sizes:
+        return int(sizes[id(item)])
+    size = sum(_bytes(name) + _value_size(value.type, value.value) for name, value in item.attrs.items())
+    if sizes is not None:
+        sizes[id(item)] = size
+    return size
+
+
+def _bytes(value: str | bytes) -> int:
+    return len(value) if isinstance(value, bytes) else len(value.encode())
+
+
+def _value_size(kind: str, value: Any) -> int:
+    # The same tests in the same order as moto's DynamoType.size: a list's elements and a map's values
+    # are attribute objects already, a set's members bare values of the set's scalar type.
+    if kind == "S":
+        return _bytes(value)
+    if kind == "N":
+        return len(str(value))
+    if kind == "M":
+        return sum(_bytes(name) + _value_size(inner.type, inner.value) for name, inner in value.items())
+    if kind == "L":
+        return sum(_value_size(element.type, element.value) for element in value)
+    if kind in ("SS", "NS", "BS"):
+        return sum(_value_size(kind[0], member) for member in value)
+    if isinstance(value, bool):
+        return 1
+    return _bytes(value)
