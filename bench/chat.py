@@ -50,7 +50,7 @@ def main() -> int:
     try:
         settings = load_settings(aws_endpoint_url=endpoint, resource_prefix=f"chat{int(time.time())}")
         services = build_services(settings, EMBEDDED_CREDENTIALS)
-        provision_all(services.aws, "us-east-1", settings.data_key_id)
+        provision_all(services.aws, settings)
         use_case = build_use_case(services, model=InstantModel())  # type: ignore[arg-type]
         meter = Meter(services.aws.dynamodb)
         to_start, to_done, before_start, per_turn = [], [], [], []

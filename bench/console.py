@@ -167,7 +167,7 @@ def seed_store(data_dir: Path, size: int) -> tuple[str, int, float, float]:
         settings = load_settings(aws_endpoint_url=moto.start())
         directory.ensure(settings.aws_region)
         services = build_services(settings, EMBEDDED_CREDENTIALS)
-        provision_all(services.aws, settings.aws_region, settings.data_key_id)
+        provision_all(services.aws, settings)
         writer = Principal(kind="user", id="bench-console", scopes=frozenset({"reasoning.write"}))
         flows = FlowService(services)
         opened = FlowStart(trigger_type="bench_console", trigger_ref=f"bench/{size}", trigger_summary=f"{size} steps")

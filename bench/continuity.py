@@ -92,7 +92,7 @@ def main() -> int:
         )
         services = build_services(settings, EMBEDDED_CREDENTIALS)
         services.metrics = Unprinted()  # the flows' EMF records would flood the figures (CloudWatch reads them)
-        provision_all(services.aws, "us-east-1", settings.data_key_id)
+        provision_all(services.aws, settings)
         workspace = WorkspaceService(services).create(USER, WorkspaceCreate(kind="group", name="Bench")).workspace_id
         documents = DocumentService(services)
         ids = {}

@@ -90,7 +90,7 @@ def main() -> int:
             reasoning_flow_capture_enabled=True,
         )
         services = build_services(settings, EMBEDDED_CREDENTIALS)
-        provision_all(services.aws, "us-east-1", settings.data_key_id)
+        provision_all(services.aws, settings)
         seed_demo_logs(services.aws.logs, now)
         seed_demo_documents(services)
         model = OfflineChatModel()

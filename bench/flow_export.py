@@ -167,7 +167,7 @@ def main() -> int:
     try:
         settings = load_settings(aws_endpoint_url=endpoint, aws_region=REGION, resource_prefix=prefix)
         services = build_services(settings, CREDENTIALS)
-        provision_all(services.aws, REGION, settings.data_key_id)
+        provision_all(services.aws, settings)
         began = time.perf_counter()
         seed(services, max(COUNTS))
         print(f"seeded {max(COUNTS):,} closed flows x {STEPS} steps in {time.perf_counter() - began:.0f} s")

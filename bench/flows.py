@@ -112,7 +112,7 @@ def main() -> int:
     )
     try:
         services = bootstrap()
-        provision_all(services.aws, "us-east-1", services.settings.data_key_id)
+        provision_all(services.aws, services.settings)
         handler = load_handler()
         sys.stdout.flush()
         devnull = open(os.devnull, "w")  # noqa: SIM115 - EMF metric lines would drown the figures

@@ -95,7 +95,7 @@ def warm(rows: SnapshotRows, matrix: np.ndarray) -> tuple[float, float, float, b
 def cold(endpoint: str, rows: SnapshotRows, scanned: int) -> tuple[float, float]:
     settings = load_settings(aws_endpoint_url=endpoint, resource_prefix=f"pwbench{int(time.time())}")
     services = build_services(settings, EMBEDDED_CREDENTIALS)
-    provision_all(services.aws, settings.aws_region, settings.data_key_id)
+    provision_all(services.aws, settings)
     snapshots = SnapshotStore.of(services)
     snapshots.publish(rows, "v1", "2026-11-30T00:00:00.000000Z")
     store = PathwayStore.of(services)

@@ -40,7 +40,7 @@ from flowledger.chat.runs import RunStore
 from flowledger.config import Settings, load_settings
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEvent
-from flowledger.local import moto_transactions
+from flowledger.local import moto_kms_ed25519, moto_transactions
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.functions import LocalLambdaContext
 from flowledger.pathways.matcher import _CACHE
@@ -226,6 +226,7 @@ def one_moto() -> Iterator[AwsClients]:
             if info.validation_alias:
                 environment.delenv(str(info.validation_alias), raising=False)
         moto_transactions.install()
+        moto_kms_ed25519.install()  # the ledger's Ed25519 signing key
         with mock_aws():
             yield AwsClients(load_settings(), EMBEDDED_CREDENTIALS)
 
@@ -234,7 +235,7 @@ def deployment(clients: AwsClients, prefix: str) -> Services:
     """A new deployment on the shared moto: every declared table, bucket and the data key, under ``prefix``."""
     settings = load_settings(resource_prefix=prefix)
     services = Services(settings=settings, aws=SharedClients(settings, clients))
-    provision_all(services.aws, settings.aws_region, settings.data_key_id)
+    provision_all(services.aws, settings)
     # A new deployment: no pathway snapshot, pointer or function bootstrap carries over.
     _CACHE.rankers.clear()
     _POINTERS.clear()

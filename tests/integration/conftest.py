@@ -18,7 +18,7 @@ from moto import mock_aws
 
 from flowledger.config import load_settings
 from flowledger.ledger.store import Ledger
-from flowledger.local import moto_state, moto_transactions
+from flowledger.local import moto_kms_ed25519, moto_state, moto_transactions
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
@@ -47,6 +47,7 @@ def via(request: pytest.FixtureRequest) -> str:
 def moto_services(clean_environment: None) -> Iterator[Services]:
     """Services against moto patched in-process (no server), with the dev server's transaction rollback."""
     moto_transactions.install()
+    moto_kms_ed25519.install()  # the ledger's Ed25519 signing key
     with mock_aws():
         yield build_services(load_settings(), EMBEDDED_CREDENTIALS)
 
@@ -81,7 +82,7 @@ class ProvisionedStates:
         saved = self._files.get(names)
         if saved is not None and moto_state.load_state(saved) is not None:
             return
-        provision_all(services.aws, "us-east-1", settings.data_key_id)
+        provision_all(services.aws, settings)
         saved = self._folder / f"provisioned-{len(self._files)}.state"
         moto_state.write_state_file(saved, moto_state.dump_state())
         self._files[names] = saved

@@ -26,7 +26,7 @@ T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def store(data_dir: DataDir, locked_moto: str, tmp_path: Path) -> tuple[Services, list[AuditEvent]]:
     prefix = f"cli{uuid.uuid4().hex[:10]}"  # a fresh set of tables per test on the shared server
     services = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix=prefix), EMBEDDED_CREDENTIALS)
-    provision_all(services.aws, "us-east-1", services.settings.data_key_id)
+    provision_all(services.aws, services.settings)
     data_dir.write_endpoints(
         LocalEndpoints(
             base_url="http://127.0.0.1:1",

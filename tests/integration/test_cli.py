@@ -95,7 +95,7 @@ def store(data_dir: DataDir, locked_moto: str, clean_environment: None) -> Servi
     """A data dir whose local.json points at a fresh, provisioned set of tables on the locked moto server."""
     prefix = f"cli{uuid.uuid4().hex[:10]}"
     services = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix=prefix), EMBEDDED_CREDENTIALS)
-    provision_all(services.aws, "us-east-1", services.settings.data_key_id)
+    provision_all(services.aws, services.settings)
     point_at(data_dir, locked_moto, prefix)
     return services
 
@@ -156,7 +156,7 @@ def test_jobs_run_against_a_local_server_through_its_data_dir(
 ) -> None:
     point_at(data_dir, locked_moto, "clitest")
     local = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix="clitest"), EMBEDDED_CREDENTIALS)
-    provision_all(local.aws, "us-east-1", local.settings.data_key_id)
+    provision_all(local.aws, local.settings)
     # The checkpoint job reads every chain and writes to the bucket: it only succeeds on that store.
     assert main(["jobs", "run", "ledger_checkpoint", "--data-dir", str(data_dir.path)]) == 0
     checkpoint_id = json.loads(capsys.readouterr().out)["checkpoint_id"]

@@ -223,7 +223,7 @@ def test_an_older_store_gets_the_index_and_exports_flows_closed_since(services: 
     client.delete_table(TableName=services.aws.table_name("flows"))
     flows = table_spec("flows")
     create_table(services.aws, replace(flows, indexes=tuple(i for i in flows.indexes if i.name != "by_closed")))
-    provision_all(services.aws, "us-east-1", services.settings.data_key_id)
+    provision_all(services.aws, services.settings)
     described = client.describe_table(TableName=services.aws.table_name("flows"))["Table"]
     assert "by_closed" in {i["IndexName"] for i in described["GlobalSecondaryIndexes"]}
     flow_id = Recorder(services).flow(T0)

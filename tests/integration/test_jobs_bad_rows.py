@@ -72,7 +72,7 @@ def test_jobs_run_from_the_cli_exits_0_and_says_how_many_rows_failed(
 ) -> None:
     point_at(data_dir, locked_moto, "badrows")
     local = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix="badrows"), EMBEDDED_CREDENTIALS)
-    provision_all(local.aws, "us-east-1", local.settings.data_key_id)
+    provision_all(local.aws, local.settings)
     flags(local, critic_auto_enqueue_enabled=True)
     bad = enqueue_rejection(local, "claim/42")
     good = enqueue_rejection(local, "c-8")

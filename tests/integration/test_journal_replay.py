@@ -116,7 +116,7 @@ def write_every_kind(services: Services) -> None:
 
 def test_a_restart_after_a_kill_replays_the_journal_into_the_same_store(data: Path) -> None:
     server, services = journaled(data)
-    provision_all(services.aws, services.settings.aws_region, services.settings.data_key_id)
+    provision_all(services.aws, services.settings)
     server.snapshot(data / "aws-state.pickle")  # some writes before the snapshot, the rest after
     write_every_kind(services)
     before = everything(services)
@@ -136,7 +136,7 @@ def test_an_item_write_the_journal_cannot_hold_is_undone_and_answered_503(data: 
     full = data / "disk-full"
     server, services = journaled(data, FaultInjection(full))
     try:
-        provision_all(services.aws, services.settings.aws_region, services.settings.data_key_id)
+        provision_all(services.aws, services.settings)
         consents = services.aws.table_name("consents")
         full.touch()
         with pytest.raises(ClientError) as refused:

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from botocore.exceptions import ClientError
 
 from flowledger.config import load_settings
 from flowledger.errors import ConfigurationError
+from flowledger.ledger.checkpoint_notes import CheckpointSigner
+from flowledger.ledger.checkpoints import build_checkpoint
+from flowledger.ledger.signed_note import verify
 from flowledger.local import fork_snapshot, moto_state
 from flowledger.local.datadir import STATE_FILE as STATE_FILE_NAME
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
@@ -53,7 +57,7 @@ def store(server: LockedMotoServer, clean_environment: None) -> Services:
     services = build_services(
         load_settings(aws_endpoint_url=server.endpoint_url, resource_prefix="statecheck"), EMBEDDED_CREDENTIALS
     )
-    provision_all(services.aws, services.settings.aws_region, services.settings.data_key_id)
+    provision_all(services.aws, services.settings)
     return services
 
 
@@ -150,9 +154,11 @@ def test_restore_brings_back_exactly_what_was_saved(
 ) -> None:
     sample = write_sample(store)
     saved = observe(store.aws)
+    ledger_key = store.checkpoint_signer.verifier
     info = server.snapshot(state_file)
     assert info.written
-    assert info.counts == StateCounts(tables=len(TABLES), items=4, buckets=len(BUCKETS), objects=2, keys=1)
+    # Two keys: the data key and the ledger's Ed25519 signing key.
+    assert info.counts == StateCounts(tables=len(TABLES), items=4, buckets=len(BUCKETS), objects=2, keys=2)
     assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
     assert [p.name for p in state_file.parent.iterdir()] == [STATE_FILE_NAME]  # no temporary file left
 
@@ -165,9 +171,14 @@ def test_restore_brings_back_exactly_what_was_saved(
     assert store.aws.kms.decrypt(CiphertextBlob=sample["sealed"])["Plaintext"] == b"patient secret"
     big = store.aws.s3.get_object(Bucket=store.aws.bucket_name("documents"), Key="big.bin")["Body"].read()
     assert big == sample["large"]
+    # The signing key came back whole: the same public key, and it still signs what that key verifies.
+    restored = CheckpointSigner(store.aws.kms, store.settings.ledger_signing_key_id, store.settings.ledger_origin)
+    assert restored.verifier == ledger_key
+    note = restored.sign(build_checkpoint([], None, datetime(2026, 12, 3, tzinfo=UTC)))
+    assert verify(note, ledger_key) is None
 
     # Provisioning again finds every table, bucket and the alias: it only reads.
-    provision_all(store.aws, store.settings.aws_region, store.settings.data_key_id)
+    provision_all(store.aws, store.settings)
     assert not server.dirty
     assert observe(store.aws) == saved
 
@@ -204,7 +215,7 @@ def test_restore_drops_what_was_made_after_the_snapshot(
         load_settings(aws_endpoint_url=server.endpoint_url, resource_prefix="statecheck", aws_region="us-west-2"),
         EMBEDDED_CREDENTIALS,
     )
-    provision_all(west.aws, "us-west-2", west.settings.data_key_id)
+    provision_all(west.aws, west.settings)
     store.aws.s3.create_bucket(Bucket="statecheck-extra")
 
     server.restore(state_file)

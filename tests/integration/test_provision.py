@@ -8,7 +8,7 @@ from flowledger.store.tables import BUCKETS, TABLES
 
 
 def test_every_table_gets_its_keys_indexes_and_ttl(moto_services: Services) -> None:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    provision_all(moto_services.aws, moto_services.settings)
     client = moto_services.aws.dynamodb
     for spec in TABLES:
         table = client.describe_table(TableName=moto_services.aws.table_name(spec.name))["Table"]
@@ -23,13 +23,13 @@ def test_every_table_gets_its_keys_indexes_and_ttl(moto_services: Services) -> N
 
 
 def test_provisioning_twice_changes_nothing(moto_services: Services) -> None:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    provision_all(moto_services.aws, moto_services.settings)
+    provision_all(moto_services.aws, moto_services.settings)
     assert len(moto_services.aws.dynamodb.list_tables()["TableNames"]) == len(TABLES)
 
 
 def test_checkpoint_bucket_has_object_lock_and_the_rest_are_versioned(moto_services: Services) -> None:
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    provision_all(moto_services.aws, moto_services.settings)
     s3 = moto_services.aws.s3
     for spec in BUCKETS:
         name = moto_services.aws.bucket_name(spec.name)
@@ -56,7 +56,7 @@ def test_a_store_saved_before_an_index_existed_gets_it_with_its_items_readable(m
         TableName=name,
         Item={"flow_id": {"S": "fl_1"}, "trigger_type": {"S": "t"}, "closed_at": {"S": "2026-12-01T00:00:00Z"}},
     )
-    provision_all(moto_services.aws, "us-east-1", moto_services.settings.data_key_id)
+    provision_all(moto_services.aws, moto_services.settings)
     indexes = {i["IndexName"] for i in client.describe_table(TableName=name)["Table"]["GlobalSecondaryIndexes"]}
     assert indexes == {index.name for index in flows.indexes}
     found = client.query(

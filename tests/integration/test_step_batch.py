@@ -283,7 +283,7 @@ def test_the_recorders_steps_are_all_stored_and_audited_when_its_block_ends(serv
 def locked_services(locked_moto: str, clean_environment: None) -> Callable[[], Services]:
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix=new_id("sb").lower()[:12])
     setup = build_services(settings, EMBEDDED_CREDENTIALS)
-    provision_all(setup.aws, "us-east-1", settings.data_key_id)
+    provision_all(setup.aws, settings)
     return lambda: build_services(settings, EMBEDDED_CREDENTIALS)  # each its own client and head cache
 
 

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     aws_endpoint_url: str | None = Field(None, validation_alias="AWS_ENDPOINT_URL")
     # The customer-managed key for envelope encryption of PII fields (an id, ARN or alias).
     kms_key_id: str | None = Field(None, validation_alias="FLOWLEDGER_KMS_KEY_ID")
+    # The KMS key (Ed25519, ECC_NIST_EDWARDS25519) that signs each checkpoint as a C2SP signed note.
+    ledger_signing_key: str | None = Field(None, validation_alias="FLOWLEDGER_LEDGER_SIGNING_KEY_ID")
+    # The ledger's name in its signed checkpoints (the note's origin line and key name): one per deployment.
+    ledger_origin_name: str | None = Field(
+        None, validation_alias="FLOWLEDGER_LEDGER_ORIGIN", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}$"
+    )
     # Audit chains per deployment; fixed for a deployment's life (checkpoints fold every chain's head).
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
@@ -204,6 +210,16 @@ class Settings(BaseSettings):
     def data_key_id(self) -> str:
         """The KMS key that seals PII fields: the configured one, else the deployment's alias."""
         return self.kms_key_id or f"alias/{self.resource_prefix}-data"
+
+    @property
+    def ledger_signing_key_id(self) -> str:
+        """The KMS key that signs checkpoints: the configured one, else the deployment's alias."""
+        return self.ledger_signing_key or f"alias/{self.resource_prefix}-ledger-signing"
+
+    @property
+    def ledger_origin(self) -> str:
+        """The ledger's origin (and signing key name): the configured one, else named after the deployment."""
+        return self.ledger_origin_name or f"flowledger/{self.resource_prefix}-{self.bucket_suffix}/audit"
 
     @property
     def cors_origin_list(self) -> frozenset[str]:

@@ -9,6 +9,7 @@ from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
 from flowledger.config import Settings, load_settings
+from flowledger.ledger.checkpoint_notes import CheckpointSigner
 from flowledger.ledger.store import Ledger
 from flowledger.metrics import EmfMetrics, MetricsSink
 from flowledger.store.aws import AwsClients
@@ -42,6 +43,12 @@ class Services:
         from flowledger.llm.embeddings import pathway_embeddings_for  # only the pathway routes and jobs embed
 
         return pathway_embeddings_for(self.settings)
+
+    @cached_property
+    def checkpoint_signer(self) -> CheckpointSigner:
+        """Signs checkpoints as notes; its verifier key is read from KMS once per process."""
+        settings = self.settings
+        return CheckpointSigner(self.aws.kms, settings.ledger_signing_key_id, settings.ledger_origin)
 
     @cached_property
     def sealer(self) -> FieldSealer:

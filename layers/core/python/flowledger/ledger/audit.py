@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -10,10 +11,16 @@ from flowledger.errors import NotFound, UndecodableItem
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
 from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id
+from flowledger.ledger.extension import extension_problems
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
 from flowledger.services import Services
 from flowledger.store.decoding import DECODE_ERRORS, undecodable
+
+# 1 when the checkpoint job refused to sign (the heads do not extend the last checkpoint), else 0: alarmed on.
+CHECKPOINT_REFUSED_METRIC = "ledger.checkpoint.refused"
+
+logger = logging.getLogger("flowledger.ledger")
 
 
 def checkpoints_of(services: Services) -> CheckpointStore:
@@ -21,7 +28,11 @@ def checkpoints_of(services: Services) -> CheckpointStore:
 
 
 def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) -> dict[str, object]:
-    """Fold every chain head into a new checkpoint; skip when nothing moved since the last one.
+    """Fold every chain head into a new checkpoint, signed as a note; skip when nothing moved since the last one.
+
+    The heads must extend the last checkpoint (``extension``): every chain still there, none gone back,
+    each new event linked to the one before. If they do not, nothing is signed or stored, the result
+    says why (``refused``) and ``CHECKPOINT_REFUSED_METRIC`` is 1, which the operations alarm watches.
 
     Checkpoints cannot be rewritten (Object Lock), so one that no longer parses must not stop every
     later checkpoint: the new one links to the latest checkpoint that parses, and the result names the
@@ -39,8 +50,16 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
     previous = _latest_readable(store, findings)
     if not findings and previous is not None and previous.heads == sorted(heads, key=lambda h: h.chain_id):
         return {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
+    problems = extension_problems(previous, heads, ledger) if previous is not None else []
+    services.metrics.emit(CHECKPOINT_REFUSED_METRIC, 1 if problems else 0, "Count", {"service": "jobs"})
+    if problems:
+        last = previous.checkpoint_id if previous else None
+        logger.error("checkpoint refused: the chain heads do not extend checkpoint %s", last)
+        return {"refused": problems, "previous": last}
     checkpoint = build_checkpoint(heads, previous, services.clock())
+    note = services.checkpoint_signer.sign(checkpoint)  # before the put: a checkpoint is never stored unsigned
     store.put(checkpoint)
+    store.put_note(checkpoint.checkpoint_id, note.to_text())
     result: dict[str, object] = {
         "checkpoint_id": checkpoint.checkpoint_id,
         "chains": len(heads),

@@ -18,6 +18,7 @@ from flowledger.ledger.events import GENESIS_HASH, HexHash, canonical, sha256_he
 from flowledger.ledger.merkle import inclusion_path, merkle_root
 
 PREFIX = "checkpoints/"
+JSON, NOTE = ".json", ".note"  # a checkpoint, and the same checkpoint as a signed note
 
 
 class ChainHead(BaseModel):
@@ -76,7 +77,7 @@ def build_checkpoint(heads: Sequence[ChainHead], previous: Checkpoint | None, at
 
 
 class CheckpointStore:
-    """Checkpoints as one JSON object each, keyed so that key order is time order."""
+    """Checkpoints as one JSON object each, keyed so that key order is time order, each with its signed note."""
 
     def __init__(self, s3: Any, bucket: str) -> None:
         self._s3 = s3
@@ -85,20 +86,38 @@ class CheckpointStore:
     def put(self, checkpoint: Checkpoint) -> None:
         self._s3.put_object(
             Bucket=self._bucket,
-            Key=f"{PREFIX}{checkpoint.checkpoint_id}.json",
+            Key=f"{PREFIX}{checkpoint.checkpoint_id}{JSON}",
             Body=canonical(checkpoint.model_dump()),
             ContentType="application/json",
         )
+
+    def put_note(self, checkpoint_id: str, note: str) -> None:
+        """The checkpoint's signed note (``checkpoint_notes``), beside it and as locked."""
+        self._s3.put_object(
+            Bucket=self._bucket,
+            Key=f"{PREFIX}{checkpoint_id}{NOTE}",
+            Body=note.encode(),
+            ContentType="text/plain; charset=utf-8",
+        )
+
+    def note(self, checkpoint_id: str) -> str | None:
+        """The checkpoint's signed note; None for a checkpoint taken before notes were signed."""
+        try:
+            body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}{NOTE}")["Body"].read()
+        except self._s3.exceptions.NoSuchKey:
+            return None
+        return str(body.decode())
 
     def ids(self) -> list[str]:
         """Every checkpoint id, oldest first."""
         found: list[str] = []
         for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=PREFIX):
-            found += [obj["Key"][len(PREFIX) : -len(".json")] for obj in page.get("Contents", [])]
+            keys = [obj["Key"] for obj in page.get("Contents", [])]
+            found += [key[len(PREFIX) : -len(JSON)] for key in keys if key.endswith(JSON)]
         return sorted(found)
 
     def get(self, checkpoint_id: str) -> Checkpoint:
-        body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}.json")["Body"].read()
+        body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}{JSON}")["Body"].read()
         return Checkpoint.model_validate(json.loads(body))
 
     def latest(self) -> Checkpoint | None:

@@ -104,9 +104,7 @@ class LocalStack:
         services, settings = self.services, self.services.settings
         steps: list[Callable[[], object]] = [
             self._restore,
-            lambda: provision_all(
-                services.aws, settings.aws_region, settings.data_key_id, upload_origins=settings.cors_origin_list
-            ),
+            lambda: provision_all(services.aws, settings, upload_origins=settings.cors_origin_list),
             # A restored store keeps what its user made of the demo documents.
             lambda: self.restored is None and seed_demo_documents(services),
             lambda: setattr(self, "demo_table", ensure_demo_table(services)),

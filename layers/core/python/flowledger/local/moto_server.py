@@ -27,7 +27,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from flowledger.local import moto_reads, moto_responses, moto_state, moto_transactions
+from flowledger.local import moto_kms_ed25519, moto_reads, moto_responses, moto_state, moto_transactions
 from flowledger.local.durability import Durability
 from flowledger.local.journal import FaultInjection
 from flowledger.local.journaled_store import JournaledStore, Restored
@@ -173,6 +173,7 @@ class LockedMotoServer:
         moto_transactions.install()
         moto_reads.install()
         moto_responses.install()
+        moto_kms_ed25519.install()
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=MotoRequestHandler)
         return self.endpoint_url
 

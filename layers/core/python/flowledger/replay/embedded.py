@@ -49,14 +49,17 @@ def embedded_services(settings: Settings, **overrides: Any) -> Iterator[Services
     require_moto()
     from moto import mock_aws
 
-    from flowledger.local import moto_transactions  # the dev server's item-level transaction rollback
+    from flowledger.local import moto_kms_ed25519, moto_transactions  # rollback as the dev server; Ed25519 keys
     from flowledger.store.provision import provision_all
 
     moto_transactions.install()
+
+    moto_kms_ed25519.install()  # the ledger's Ed25519 signing key
     # A configured endpoint would send the calls past moto's patch to a real server.
     update = {"reasoning_flow_capture_enabled": True, "aws_endpoint_url": None, "kms_key_id": None, **overrides}
     with mock_aws():
         services = build_services(settings.model_copy(update=update), CREDENTIALS)
         services.metrics = _NoMetrics()
-        provision_all(services.aws, services.settings.aws_region, services.settings.data_key_id)
+        settings = services.settings
+        provision_all(services.aws, settings)
         yield services

@@ -7,10 +7,13 @@ rule both share is here: the documents bucket's CORS, for a large upload's presi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowledger.store.aws import AwsClients
 from flowledger.store.tables import BUCKETS, TABLES, BucketSpec, Index, Key, TableSpec
+
+if TYPE_CHECKING:
+    from flowledger.config import Settings
 
 # The bucket the console PUTs a large upload into, through the URL workspaces/documents.py presigns.
 UPLOAD_BUCKET = "documents"
@@ -153,6 +156,17 @@ def create_data_key(aws: AwsClients, alias: str) -> None:
     aws.kms.create_alias(AliasName=alias, TargetKeyId=key_id)
 
 
+def create_signing_key(aws: AwsClients, alias: str) -> None:
+    """The Ed25519 key that signs the ledger's checkpoints, under ``alias``, unless it exists."""
+    aliases = {a["AliasName"] for a in aws.kms.list_aliases().get("Aliases", [])}
+    if alias in aliases:
+        return
+    key = aws.kms.create_key(
+        Description="Flowledger ledger checkpoints", KeyUsage="SIGN_VERIFY", KeySpec="ECC_NIST_EDWARDS25519"
+    )
+    aws.kms.create_alias(AliasName=alias, TargetKeyId=key["KeyMetadata"]["KeyId"])
+
+
 def upload_cors_rule(origins: Iterable[str]) -> dict[str, Any]:
     """The documents bucket's CORS rule (S3's ``CORSRule`` shape): PUT only, from the console's ``origins``."""
     allowed = sorted(set(origins))
@@ -176,8 +190,10 @@ def allow_browser_uploads(aws: AwsClients, origins: Iterable[str]) -> None:
     )
 
 
-def provision_all(aws: AwsClients, region: str, data_key_alias: str, *, upload_origins: Iterable[str] = ()) -> None:
-    """Create every declared table and bucket, and the data key; with ``upload_origins``, the uploads' CORS.
+def provision_all(aws: AwsClients, settings: Settings, *, upload_origins: Iterable[str] = ()) -> None:
+    """Every declared table and bucket (in the settings' region), the data key and the ledger's signing key.
+
+    With ``upload_origins``, also the uploads' CORS.
 
     The CORS rule is written even for a bucket that exists (a restored store), since the dev server's
     origin changes with its port.
@@ -185,8 +201,9 @@ def provision_all(aws: AwsClients, region: str, data_key_alias: str, *, upload_o
     for table in TABLES:
         create_table(aws, table)
     for bucket in BUCKETS:
-        create_bucket(aws, bucket, region)
+        create_bucket(aws, bucket, settings.aws_region)
     origins = list(upload_origins)
     if origins:
         allow_browser_uploads(aws, origins)
-    create_data_key(aws, data_key_alias)
+    create_data_key(aws, settings.data_key_id)
+    create_signing_key(aws, settings.ledger_signing_key_id)
