@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, CfnOutput, Environment, Stack, Validations
+from aws_cdk import Acknowledgment, Aws, CfnOutput, Environment, Stack, Validations
 from constructs import Construct
 
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
@@ -33,7 +33,7 @@ from infra.constructs.waf import Waf, WafSettings
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
-    "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",)),
+    "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",), read_ledger_key=True),
     "reasoning": DataAccess(
         write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways"),
         read_buckets=("artifacts",),  # pathway snapshots
@@ -60,6 +60,7 @@ JOBS_ACCESS = DataAccess(
     write_tables=("ledger", "flows", "steps", "backlog", "backlog_tickets", "claims_review", "pathways"),
     read_buckets=("checkpoints", "artifacts"),
     write_buckets=("checkpoints", "artifacts"),
+    sign_checkpoints=True,
 )
 
 
@@ -114,6 +115,9 @@ class FlowledgerStack(Stack):
                 "FLOWLEDGER_RESOURCE_PREFIX": settings.prefix,
                 "FLOWLEDGER_BUCKET_SUFFIX": BUCKET_SUFFIX,
                 "FLOWLEDGER_KMS_KEY_ID": data.key.key_arn,
+                "FLOWLEDGER_LEDGER_SIGNING_KEY_ID": data.ledger_key.key_arn,
+                # The name the ledger signs its checkpoints under: this account, region and deployment.
+                "FLOWLEDGER_LEDGER_ORIGIN": f"flowledger/{Aws.ACCOUNT_ID}/{Aws.REGION}/{settings.prefix}",
                 "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 "FLOWLEDGER_CORS_ORIGINS": ",".join(cors_origins),

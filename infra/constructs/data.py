@@ -55,6 +55,8 @@ class DataAccess:
     read_buckets: tuple[str, ...] = ()
     write_buckets: tuple[str, ...] = ()
     seal_fields: bool = False  # envelope-encrypts PII fields with the data key
+    sign_checkpoints: bool = False  # signs checkpoint notes with the ledger's Ed25519 key (kms:Sign)
+    read_ledger_key: bool = False  # serves the ledger's public key (kms:GetPublicKey)
 
 
 def _attribute(key: Key) -> dynamodb.Attribute:
@@ -78,6 +80,18 @@ class Data(Construct):
             alias=f"alias/{prefix}-data",
         )
         self._let_logs_use_the_key()
+        # Signs each checkpoint as a C2SP signed note. Asymmetric: KMS does not rotate it (a new key is a new
+        # verifier key, published anew); it never leaves KMS, and outsiders check with its public half.
+        self.ledger_key = kms.Key(
+            self,
+            "LedgerSigningKey",
+            key_spec=kms.KeySpec.ECC_NIST_EDWARDS25519,
+            key_usage=kms.KeyUsage.SIGN_VERIFY,
+            description="Flowledger ledger checkpoints (Ed25519 signed notes)",
+            removal_policy=stage.removal,
+            pending_window=stage.key_pending_window,
+            alias=f"alias/{prefix}-ledger-signing",
+        )
         self.tables = {spec.name: self._table(spec, prefix) for spec in TABLES}
         self.access_logs = s3.Bucket(
             self,
@@ -163,6 +177,8 @@ class Data(Construct):
             findings.append(f"Resource::<{bucket_id}.Arn>/*")
         if access.seal_fields:
             self._grant_sealing(function)
+        if access.sign_checkpoints or access.read_ledger_key:
+            self._grant_ledger_key(function, sign=access.sign_checkpoints)
         if access.read_buckets or access.write_buckets or access.read_tables or access.write_tables:
             findings += ["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"]
         reason = (
@@ -172,6 +188,19 @@ class Data(Construct):
         Validations.of(function).acknowledge(
             *(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason) for finding in sorted(set(findings)))
         )
+
+    def _grant_ledger_key(self, function: lambda_.Function, *, sign: bool) -> None:
+        """The ledger key's public half; with ``sign``, Ed25519 signatures of RAW messages (the notes) too."""
+        key = self.ledger_key.key_arn
+        function.add_to_role_policy(iam.PolicyStatement(actions=["kms:GetPublicKey"], resources=[key]))
+        if sign:
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Sign"],
+                    resources=[key],
+                    conditions={"StringEquals": {"kms:SigningAlgorithm": "ED25519_SHA_512", "kms:MessageType": "RAW"}},
+                )
+            )
 
     def _grant_sealing(self, function: lambda_.Function) -> None:
         """Data keys for sealed fields, only under a flow's encryption context (flowledger.store.envelope).

@@ -31,6 +31,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct, Node
 
+from flowledger.ledger.audit import CHECKPOINT_REFUSED_METRIC
 from flowledger.metrics import NAMESPACE
 from flowledger.research.loop import LOOP_HEALTH_CRITICAL_METRIC
 from infra.constructs.stage import StagePolicy
@@ -127,12 +128,25 @@ class Operations(Construct):
             statistic="Maximum",
         )
         self._alarm("Research-LoopHealthCritical", loop_critical, "The research loop's health verdict is critical.")
+        refused = cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=CHECKPOINT_REFUSED_METRIC,
+            dimensions_map={"service": JOBS_SERVICE},
+            period=PERIOD,
+            statistic="Maximum",
+        )
+        self._alarm(
+            "Ledger-CheckpointRefused",
+            refused,
+            "The checkpoint job refused to sign: the chain heads do not extend the last checkpoint.",
+        )
         rows.append(
             [
                 _graph("Schedule dead letters", [dead]),
                 _graph("Scheduler target errors", [target_errors]),
                 _graph("Job failures", [failed_jobs]),
                 _graph("Research loop critical (1 = critical)", [loop_critical]),
+                _graph("Checkpoints refused (1 = refused)", [refused]),
             ]
         )
 

@@ -1,14 +1,17 @@
-"""Admin reads of the audit ledger: events (paginated) and the latest checkpoint."""
+"""Admin reads of the audit ledger (events, the latest checkpoint and its signed note) and the public ledger key."""
 
 from __future__ import annotations
 
+import base64
 import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from pydantic import BaseModel, BeforeValidator
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel, BeforeValidator, Field
 
 from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal
@@ -16,6 +19,7 @@ from flowledger.errors import InvalidInput, NotFound
 from flowledger.ledger.audit import checkpoints_of
 from flowledger.ledger.checkpoints import Checkpoint
 from flowledger.ledger.events import AuditEvent, timestamp
+from flowledger.ledger.signed_note import VerifierKey
 from flowledger.ledger.store import SubjectCursor
 from flowledger.store.cursors import decode_cursor, encode_cursor
 
@@ -30,6 +34,7 @@ def _iso_8601_only(value: object) -> object:
 
 
 router = Router()
+LEDGER_KEY_PATH = "/.well-known/flowledger/ledger-key"
 
 
 class EventsPage(BaseModel):
@@ -92,3 +97,61 @@ def latest_checkpoint() -> Checkpoint:
     if checkpoint is None:
         raise NotFound("no checkpoint has been taken yet")
     return checkpoint
+
+
+class CheckpointNote(BaseModel):
+    checkpoint_id: str
+    note: str = Field(description="The checkpoint as a C2SP signed note: its four lines and the signature")
+
+
+@router.get(
+    "/admin/v1/audit/checkpoints/latest/note",
+    summary="The latest checkpoint as a signed note (check it with the ledger key)",
+    tags=["audit"],
+)
+def latest_checkpoint_note() -> CheckpointNote:
+    iam_principal(router.current_event.raw_event)
+    store = checkpoints_of(services_of(router))
+    ids = store.ids()
+    note = store.note(ids[-1]) if ids else None
+    if note is None:
+        raise NotFound("no signed checkpoint has been taken yet")
+    return CheckpointNote(checkpoint_id=ids[-1], note=note)
+
+
+class LedgerKey(BaseModel):
+    """The key the ledger signs its checkpoints with, in the forms a verifier takes it."""
+
+    origin: str = Field(description="The checkpoints' origin line, and the signing key's name")
+    vkey: str = Field(description="The C2SP signed-note verifier key: name+keyid+base64(0x01 || public key)")
+    key_id: str = Field(pattern=r"^[0-9a-f]{8}$", description="The 4-byte key id on every signature line, in hex")
+    algorithm: Literal["Ed25519"]
+    public_key: str = Field(description="The 32-byte Ed25519 public key, base64")
+    public_key_pem: str = Field(description="The same key as a PEM SubjectPublicKeyInfo")
+
+
+@router.get(
+    LEDGER_KEY_PATH,
+    summary="The public key and origin the ledger's checkpoints are signed with (public)",
+    description=(
+        "Anyone may read it: an auditor checks a checkpoint note, an evidence bundle or a witness's input "
+        "with it, and needs nothing else of the operator's. Read from KMS once per process."
+    ),
+    tags=["audit"],
+)
+def ledger_key() -> LedgerKey:
+    return ledger_key_of(services_of(router).checkpoint_signer.verifier)
+
+
+def ledger_key_of(key: VerifierKey) -> LedgerKey:
+    """The route's answer (and ``flowledger audit key``'s) for a verifier key."""
+    public = Ed25519PublicKey.from_public_bytes(key.public_key)
+    pem = public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return LedgerKey(
+        origin=key.name,
+        vkey=key.vkey(),
+        key_id=key.key_id.hex(),
+        algorithm="Ed25519",
+        public_key=base64.b64encode(key.public_key).decode(),
+        public_key_pem=pem.decode(),
+    )

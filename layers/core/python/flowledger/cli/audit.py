@@ -1,4 +1,4 @@
-"""`flowledger audit verify|proof|check-proof`: the audit ledger's checks and inclusion proofs."""
+"""`flowledger audit verify|proof|check-proof|key`: the audit ledger's checks, inclusion proofs and signing key."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``audit verify``, ``audit proof`` and ``audit check-proof``."""
+    """Add ``audit verify``, ``audit proof``, ``audit check-proof`` and ``audit key``."""
     audit = actions(
         command(commands, "audit", "verify the audit ledger, write and check inclusion proofs"), "audit_command"
     )
@@ -40,6 +40,16 @@ def add_commands(commands: Any) -> None:
     store_option(proof)
     check = command(audit, "check-proof", "check a proof file offline (no store needed)", cmd_audit_check_proof)
     check.add_argument("file", help="the proof file")
+    key = command(
+        audit,
+        "key",
+        "print the key the ledger signs its checkpoints with (origin, verifier key, PEM)",
+        cmd_audit_key,
+        "Give the verifier key line to whoever checks a checkpoint note or an evidence bundle; the same answer is"
+        " public at GET /.well-known/flowledger/ledger-key.",
+    )
+    key.add_argument("--json", action="store_true", help="print the route's JSON answer instead")
+    store_option(key)
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
@@ -121,4 +131,18 @@ def cmd_audit_check_proof(args: argparse.Namespace) -> int:
         f"proof OK: {proof.event.event_id} ({proof.event.action}) is in checkpoint "
         f"{proof.checkpoint.checkpoint_id} with root {proof.checkpoint.root}"
     )
+    return 0
+
+
+def cmd_audit_key(args: argparse.Namespace) -> int:
+    from flowledger.api.audit import ledger_key_of
+
+    answer = ledger_key_of(store.services(args.data_dir).checkpoint_signer.verifier)
+    if args.json:
+        print(answer.model_dump_json(indent=2))
+        return 0
+    print(f"origin:        {answer.origin}")
+    print(f"verifier key:  {answer.vkey}")
+    print(f"key id:        {answer.key_id} ({answer.algorithm})")
+    print(answer.public_key_pem, end="")
     return 0
