@@ -30,6 +30,7 @@ from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
 from infra.constructs.trial_cleanup import LockedBucketCleanup
 from infra.constructs.waf import Waf, WafSettings
 
+CHECKPOINT_CONTEXT = "flowledger:checkpointMinutes"
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
@@ -180,7 +181,15 @@ class FlowledgerStack(Stack):
         # The diagnosis executor runs in the chat function: it alone reads the allowed logs and database.
         grant_diagnosis(chat.function, DiagnosisAccess.from_context(self.node))
         ContinuitySwitches.from_context(self.node).apply(chat.function)
-        jobs = Jobs(self, "Jobs", prefix=settings.prefix, defaults=defaults, stage=stage)
+        # flowledger:checkpointMinutes (1-60, default 5): the longest an audit event waits for a signed checkpoint.
+        jobs = Jobs(
+            self,
+            "Jobs",
+            prefix=settings.prefix,
+            defaults=defaults,
+            stage=stage,
+            checkpoint_minutes=int(self.node.try_get_context(CHECKPOINT_CONTEXT) or 5),
+        )
         data.grant(jobs.function, JOBS_ACCESS)
         loop = ResearchLoopSwitches.from_context(self.node)
         if loop.enabled and not model.reaches_a_server:

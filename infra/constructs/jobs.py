@@ -15,7 +15,7 @@ from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from flowledger.jobs import JOBS, Job
+from flowledger.jobs import Job, jobs_with_checkpoints_every
 from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.stage import StagePolicy
 
@@ -41,7 +41,14 @@ def max_event_age(job: Job) -> Duration:
 
 class Jobs(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, prefix: str, defaults: FunctionDefaults, stage: StagePolicy
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        prefix: str,
+        defaults: FunctionDefaults,
+        stage: StagePolicy,
+        checkpoint_minutes: int = 5,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = python_function(
@@ -74,7 +81,7 @@ class Jobs(Construct):
                     input=scheduler.ScheduleTargetInput.from_object({"job": job.name}),
                 ),
             )
-            for job in JOBS
+            for job in jobs_with_checkpoints_every(checkpoint_minutes)
         ]
         function_id = Stack.of(self).get_logical_id(self.function.node.default_child)  # type: ignore[arg-type]
         Validations.of(Stack.of(self)).acknowledge(

@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     ledger_origin_name: str | None = Field(
         None, validation_alias="FLOWLEDGER_LEDGER_ORIGIN", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}$"
     )
+    # How often the checkpoint job runs (1-60 minutes): the longest an event is tied to nothing outside the table.
+    checkpoint_minutes: int = Field(5, validation_alias="FLOWLEDGER_CHECKPOINT_MINUTES", ge=1, le=60)
     # Audit chains per deployment; fixed for a deployment's life (checkpoints fold every chain's head).
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -50,7 +50,10 @@ def heartbeat(services: Services) -> JobResult:
 JOBS: tuple[Job, ...] = (
     Job("heartbeat", "rate(5 minutes)", "No-op that proves the scheduler reaches the jobs function.", heartbeat),
     Job(
-        "ledger_checkpoint", "rate(5 minutes)", "Folds every audit chain head into a Merkle checkpoint.", checkpoint_job
+        "ledger_checkpoint",
+        "rate(5 minutes)",
+        "Folds every audit chain head into a Merkle checkpoint, signed as a note.",
+        checkpoint_job,
     ),
     Job("flow_decay", "rate(1 hour)", "Aborts flows left active for over 24 hours (reason timeout).", flow_decay_job),
     Job(
@@ -73,6 +76,19 @@ JOBS: tuple[Job, ...] = (
     ),
     Job("pathway_decay", "rate(1 day)", "Demotes cold and stale pathways (non-destructive).", decay_job),
 )
+
+
+CHECKPOINT_JOB = "ledger_checkpoint"
+CHECKPOINT_MINUTES = range(1, 61)  # the cadences a deployment may choose: events after the last checkpoint
+# are tied to nothing outside the table for at most this long (docs/audit-ledger.md: the bound and its cost)
+
+
+def jobs_with_checkpoints_every(minutes: int) -> tuple[Job, ...]:
+    """``JOBS`` with the checkpoint job every ``minutes`` (1 to 60) instead of every 5."""
+    if minutes not in CHECKPOINT_MINUTES:
+        raise ValueError(f"the checkpoint cadence is 1 to 60 minutes, not {minutes}")
+    schedule = "rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)"
+    return tuple(replace(job, schedule=schedule) if job.name == CHECKPOINT_JOB else job for job in JOBS)
 
 
 def job_named(name: str) -> Job:

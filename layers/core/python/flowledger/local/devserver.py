@@ -28,7 +28,7 @@ from flowledger.api.tokens import TokenVerifier
 from flowledger.config import DiagnosisSqlBackend, Settings, load_settings
 from flowledger.errors import ConfigurationError, FlowledgerError
 from flowledger.heap import freeze_long_lived
-from flowledger.jobs import JOBS
+from flowledger.jobs import jobs_with_checkpoints_every
 from flowledger.local.banner import listening_lines, ready_lines
 from flowledger.local.console import console_app
 from flowledger.local.datadir import (
@@ -224,7 +224,7 @@ def open_local_stack(
         functions.start()
         gate = StartupGate()
         app = _gateway(settings, directory, functions, gate, durability)
-        scheduler = LocalScheduler(JOBS, services)
+        scheduler = LocalScheduler(jobs_with_checkpoints_every(settings.checkpoint_minutes), services)
         snapshots = PeriodicSnapshots(moto, state_file, snapshot_interval_seconds, durability)
     except BaseException:
         if functions is not None:
