@@ -117,3 +117,21 @@ def test_heads_that_do_not_extend_the_last_checkpoint_are_not_signed(
     assert any(str(p).startswith(problem) for p in refused["refused"]), refused  # type: ignore[attr-defined]
     assert checkpoints_of(services).ids() == [first["checkpoint_id"]]  # nothing signed, nothing stored
     assert refusals(recorded) == [0, 1]
+
+
+def test_the_job_finds_the_last_checkpoint_from_its_day_or_days_before(services: Services, recorded: Recorded) -> None:
+    append(services, "chain-000", 0)
+    first = checkpoint(services)  # at T0
+    store = checkpoints_of(services)
+    later = T0 + timedelta(days=3)
+    assert store.recent_ids(later) == [first["checkpoint_id"]]  # three days back, a day at a time
+    append(services, "chain-000", 1)
+    services.clock = lambda: later
+    second = checkpoint(services)
+    assert store.get(str(second["checkpoint_id"])).prev_checkpoint_hash == store.get(str(first["checkpoint_id"])).hash
+    assert store.recent_ids(later) == [second["checkpoint_id"]]  # that day's only: the older is not listed
+    assert (
+        store.recent_ids(T0 + timedelta(days=30))
+        == store.ids()
+        == sorted([first["checkpoint_id"], second["checkpoint_id"]])
+    )

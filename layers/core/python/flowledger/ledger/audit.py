@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 
 from flowledger.errors import NotFound, UndecodableItem
@@ -47,7 +48,7 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
         if (head := ledger.head(chain)).seq > 0
     ]
     findings: list[Finding] = []
-    previous = _latest_readable(store, findings)
+    previous = _latest_readable(store, findings, services.clock())
     if not findings and previous is not None and previous.heads == sorted(heads, key=lambda h: h.chain_id):
         return {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
     problems = extension_problems(previous, heads, ledger) if previous is not None else []
@@ -70,9 +71,17 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
     return result
 
 
-def _latest_readable(store: CheckpointStore, findings: list[Finding]) -> Checkpoint | None:
-    """The newest checkpoint that parses; each newer one that does not is a finding."""
-    for checkpoint_id in reversed(store.ids()):
+def _latest_readable(store: CheckpointStore, findings: list[Finding], now: datetime) -> Checkpoint | None:
+    """The newest checkpoint that parses; each newer one that does not is a finding.
+
+    The newest day's checkpoints are listed first; all of them only if none of that day's parses.
+    """
+    recent = store.recent_ids(now)
+    for checkpoint_id in reversed(recent):
+        read = _read_checkpoints(store, [checkpoint_id], findings)[0]
+        if read is not None:
+            return read
+    for checkpoint_id in reversed([i for i in store.ids() if recent and i < recent[0]]):
         read = _read_checkpoints(store, [checkpoint_id], findings)[0]
         if read is not None:
             return read

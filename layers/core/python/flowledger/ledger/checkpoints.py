@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +19,7 @@ from flowledger.ledger.merkle import inclusion_path, merkle_root
 
 PREFIX = "checkpoints/"
 JSON, NOTE = ".json", ".note"  # a checkpoint, and the same checkpoint as a signed note
+RECENT_DAYS = 8  # how far back the checkpoint job looks a day at a time for the last checkpoint
 
 
 class ChainHead(BaseModel):
@@ -108,10 +109,11 @@ class CheckpointStore:
             return None
         return str(body.decode())
 
-    def ids(self) -> list[str]:
-        """Every checkpoint id, oldest first."""
+    def ids(self, prefix: str = "") -> list[str]:
+        """Every checkpoint id (that starts with ``prefix``), oldest first."""
         found: list[str] = []
-        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=PREFIX):
+        pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=PREFIX + prefix)
+        for page in pages:
             keys = [obj["Key"] for obj in page.get("Contents", [])]
             found += [key[len(PREFIX) : -len(JSON)] for key in keys if key.endswith(JSON)]
         return sorted(found)
@@ -119,6 +121,18 @@ class CheckpointStore:
     def get(self, checkpoint_id: str) -> Checkpoint:
         body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}{JSON}")["Body"].read()
         return Checkpoint.model_validate(json.loads(body))
+
+    def recent_ids(self, now: datetime, days: int = RECENT_DAYS) -> list[str]:
+        """The ids of the newest day with any, looking back ``days`` days from ``now``; else every id.
+
+        An id starts with its UTC date, so a day is one prefix: the checkpoint job reads a day's listing
+        (at most 1,440 checkpoints at a 1-minute cadence) rather than every checkpoint ever taken.
+        """
+        for back in range(days):
+            found = self.ids((now - timedelta(days=back)).astimezone(UTC).strftime("%Y%m%d"))
+            if found:
+                return found
+        return self.ids()
 
     def latest(self) -> Checkpoint | None:
         ids = self.ids()
