@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flowledger.ledger.audit import CHECKPOINT_REFUSED_METRIC, checkpoints_of, take_checkpoint
+from flowledger.ledger.audit import CHECKPOINT_REFUSED_METRIC, checkpoints_of, take_checkpoint, verify_ledger
 from flowledger.ledger.checkpoint_notes import read_checkpoint_text
+from flowledger.ledger.checkpoints import ChainHead, build_checkpoint
 from flowledger.ledger.events import AuditEntry, AuditEvent, seal
+from flowledger.ledger.merkle import merkle_root
 from flowledger.ledger.signed_note import parse_note, verify
 from flowledger.ledger.store import to_item
 from flowledger.services import Services
@@ -135,3 +137,46 @@ def test_the_job_finds_the_last_checkpoint_from_its_day_or_days_before(services:
         == store.ids()
         == sorted([first["checkpoint_id"], second["checkpoint_id"]])
     )
+
+
+def chain_root(services: Services, chain_id: str, seq: int) -> str:
+    """The RFC 6962 root over the chain's event hashes 1..seq, from the events themselves."""
+    events = list(services.ledger.read_chain(chain_id, until_seq=seq))
+    return merkle_root([bytes.fromhex(event.hash) for event in events]).hex()
+
+
+def test_each_head_carries_its_chains_tree_root_grown_from_the_last_checkpoint(
+    services: Services, recorded: Recorded
+) -> None:
+    for n in range(5):
+        append(services, "chain-000", n)
+    append(services, "chain-001", 0)
+    store = checkpoints_of(services)
+    first = store.get(str(checkpoint(services)["checkpoint_id"]))
+    assert {h.chain_id: h.tree_root for h in first.heads} == {
+        "chain-000": chain_root(services, "chain-000", 5),
+        "chain-001": chain_root(services, "chain-001", 1),
+    }
+    for n in range(5, 300):  # past a tile's 256 leaves
+        append(services, "chain-000", n)
+    second = store.get(str(checkpoint(services)["checkpoint_id"]))
+    assert second.head_of("chain-000").tree_root == chain_root(services, "chain-000", 300)  # type: ignore[union-attr]
+    assert second.head_of("chain-001") == first.head_of("chain-001")  # not moved: the same root, nothing read
+    assert second.recomputed_root() == second.root and second.recomputed_hash() == second.hash
+
+
+def test_a_checkpoint_from_before_the_trees_still_verifies_and_the_next_builds_them(
+    services: Services, recorded: Recorded
+) -> None:
+    for n in range(3):
+        append(services, "chain-000", n)
+    ledger, store = services.ledger, checkpoints_of(services)
+    heads = [ChainHead(chain_id="chain-000", seq=3, hash=ledger.head("chain-000").hash)]
+    old = build_checkpoint(heads, None, T0)  # as the job wrote them: no tree_root at all
+    store.put(old)
+    assert b"tree_root" not in old.to_bytes()
+    append(services, "chain-000", 3)
+    newer = store.get(str(checkpoint(services)["checkpoint_id"]))
+    assert newer.prev_checkpoint_hash == old.hash
+    assert newer.head_of("chain-000").tree_root == chain_root(services, "chain-000", 4)  # type: ignore[union-attr]
+    assert verify_ledger(ledger, store).ok

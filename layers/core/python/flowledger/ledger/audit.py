@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from flowledger.errors import NotFound, UndecodableItem
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
+from flowledger.ledger.chain_trees import with_tree_roots
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
 from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id
 from flowledger.ledger.extension import extension_problems
@@ -49,14 +50,18 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
     ]
     findings: list[Finding] = []
     previous = _latest_readable(store, findings, services.clock())
-    if not findings and previous is not None and previous.heads == sorted(heads, key=lambda h: h.chain_id):
+    positions = [(h.chain_id, h.position) for h in sorted(heads, key=lambda h: h.chain_id)]
+    if not findings and previous is not None and [(h.chain_id, h.position) for h in previous.heads] == positions:
         return {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
-    problems = extension_problems(previous, heads, ledger) if previous is not None else []
+    read: dict[str, list[AuditEvent]] = {}
+    problems = extension_problems(previous, heads, ledger, read) if previous is not None else []
     services.metrics.emit(CHECKPOINT_REFUSED_METRIC, 1 if problems else 0, "Count", {"service": "jobs"})
     if problems:
         last = previous.checkpoint_id if previous else None
         logger.error("checkpoint refused: the chain heads do not extend checkpoint %s", last)
         return {"refused": problems, "previous": last}
+    tiles = services.aws.table_name("ledger_tiles")
+    heads = with_tree_roots(heads, previous, read, ledger, services.aws.dynamodb, tiles)
     checkpoint = build_checkpoint(heads, previous, services.clock())
     note = services.checkpoint_signer.sign(checkpoint)  # before the put: a checkpoint is never stored unsigned
     store.put(checkpoint)

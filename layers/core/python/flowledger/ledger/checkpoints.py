@@ -28,10 +28,13 @@ class ChainHead(BaseModel):
     chain_id: str
     seq: int = Field(ge=1)
     hash: HexHash
+    # The RFC 6962 root of the chain's event hashes 1..seq (ledger/tiles.py): what consistency proofs
+    # and witnesses check. Absent from checkpoints taken before the chains had trees.
+    tree_root: HexHash | None = None
 
     def leaf(self) -> bytes:
-        """The Merkle leaf of this head: its canonical JSON."""
-        return canonical(self.model_dump())
+        """The Merkle leaf of this head: its canonical JSON (without ``tree_root`` when it has none)."""
+        return canonical(self.model_dump(exclude_none=True))
 
     @property
     def position(self) -> Position:
@@ -49,7 +52,11 @@ class Checkpoint(BaseModel):
     hash: HexHash
 
     def recomputed_hash(self) -> str:
-        return sha256_hex(canonical(self.model_dump(exclude={"hash"})))
+        return sha256_hex(canonical(self.model_dump(exclude={"hash"}, exclude_none=True)))
+
+    def to_bytes(self) -> bytes:
+        """Its stored form: canonical JSON, a head without a tree root written as it always was."""
+        return canonical(self.model_dump(exclude_none=True))
 
     def recomputed_root(self) -> str:
         return merkle_root([head.leaf() for head in self.heads]).hex()
@@ -70,7 +77,7 @@ def build_checkpoint(heads: Sequence[ChainHead], previous: Checkpoint | None, at
     fields: dict[str, Any] = {
         "checkpoint_id": created.replace("-", "").replace(":", "").replace(".", ""),
         "created_at": created,
-        "heads": [head.model_dump() for head in ordered],
+        "heads": [head.model_dump(exclude_none=True) for head in ordered],
         "root": merkle_root([head.leaf() for head in ordered]).hex(),
         "prev_checkpoint_hash": previous.hash if previous else GENESIS_HASH,
     }
@@ -88,7 +95,7 @@ class CheckpointStore:
         self._s3.put_object(
             Bucket=self._bucket,
             Key=f"{PREFIX}{checkpoint.checkpoint_id}{JSON}",
-            Body=canonical(checkpoint.model_dump()),
+            Body=checkpoint.to_bytes(),
             ContentType="application/json",
         )
 

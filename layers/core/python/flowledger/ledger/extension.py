@@ -11,11 +11,18 @@ from collections.abc import Sequence
 
 from flowledger.ledger.chain import Position, verify_chain
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint
+from flowledger.ledger.events import AuditEvent
 from flowledger.ledger.store import Ledger
 
 
-def extension_problems(previous: Checkpoint, heads: Sequence[ChainHead], ledger: Ledger) -> list[str]:
-    """Why ``heads`` do not extend ``previous`` (empty when they do), reading each chain's new events."""
+def extension_problems(
+    previous: Checkpoint, heads: Sequence[ChainHead], ledger: Ledger, read: dict[str, list[AuditEvent]] | None = None
+) -> list[str]:
+    """Why ``heads`` do not extend ``previous`` (empty when they do), reading each chain's new events.
+
+    ``read``, when given, gets each chain's events since ``previous`` (the checkpoint job grows the chain's
+    tree with them, rather than read them twice).
+    """
     now = {head.chain_id: head for head in heads}
     problems = []
     for before in previous.heads:
@@ -27,7 +34,9 @@ def extension_problems(previous: Checkpoint, heads: Sequence[ChainHead], ledger:
         elif after.seq == before.seq and after.hash != before.hash:
             problems.append(f"{before.chain_id}'s event at seq {before.seq} is not the one checkpointed")
         elif after.seq > before.seq:
-            segment = ledger.read_chain(before.chain_id, after_seq=before.seq, until_seq=after.seq)
+            segment = list(ledger.read_chain(before.chain_id, after_seq=before.seq, until_seq=after.seq))
+            if read is not None:
+                read[before.chain_id] = segment
             report = verify_chain(before.chain_id, segment, anchor=Position(before.seq, before.hash))
             if report.bad is not None:
                 problems.append(f"{before.chain_id} does not extend seq {before.seq}: {report.bad.describe()}")
