@@ -34,7 +34,7 @@ CHECKPOINT_CONTEXT = "flowledger:checkpointMinutes"
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
-    "audit": DataAccess(read_tables=("ledger",), read_buckets=("checkpoints",), read_ledger_key=True),
+    "audit": DataAccess(read_tables=("ledger", "ledger_tiles"), read_buckets=("checkpoints",), read_ledger_key=True),
     "reasoning": DataAccess(
         write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways"),
         read_buckets=("artifacts",),  # pathway snapshots
@@ -58,7 +58,16 @@ CHAT_BUFFERED_ACCESS = DataAccess(write_tables=("runs",))
 # listed public workspaces, and record their flows' steps.
 JOBS_ACCESS = DataAccess(
     read_tables=("knowledge", "workspaces"),
-    write_tables=("ledger", "flows", "steps", "backlog", "backlog_tickets", "claims_review", "pathways"),
+    write_tables=(
+        "ledger",
+        "ledger_tiles",  # the chains' trees, grown by the checkpoint job
+        "flows",
+        "steps",
+        "backlog",
+        "backlog_tickets",
+        "claims_review",
+        "pathways",
+    ),
     read_buckets=("checkpoints", "artifacts"),
     write_buckets=("checkpoints", "artifacts"),
     sign_checkpoints=True,

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``audit verify``, ``audit proof``, ``audit check-proof`` and ``audit key``."""
+    """Add ``audit verify``, ``proof``, ``check-proof``, ``consistency``, ``check-consistency`` and ``key``."""
     audit = actions(
-        command(commands, "audit", "verify the audit ledger, write and check inclusion proofs"), "audit_command"
+        command(commands, "audit", "verify the audit ledger, write and check its proofs, show its key"), "audit_command"
     )
     verify = command(
         audit,
@@ -40,6 +40,25 @@ def add_commands(commands: Any) -> None:
     store_option(proof)
     check = command(audit, "check-proof", "check a proof file offline (no store needed)", cmd_audit_check_proof)
     check.add_argument("file", help="the proof file")
+    consistency = command(
+        audit,
+        "consistency",
+        "write a proof that a later checkpoint extends an earlier one",
+        cmd_audit_consistency,
+        "Per chain, the RFC 6962 consistency proof between its two trees: O(log n) hashes however many events"
+        " came between. Check it anywhere with `flowledger audit check-consistency` (no store needed).",
+    )
+    consistency.add_argument("--from", dest="earlier", required=True, help="the earlier checkpoint's id")
+    consistency.add_argument("--to", dest="later", help="the later checkpoint's id (default: the latest)")
+    consistency.add_argument("--out", help="where to write it (default FROM..TO.consistency.json)")
+    store_option(consistency)
+    check_consistency = command(
+        audit,
+        "check-consistency",
+        "check a consistency proof file offline (no store needed)",
+        cmd_audit_check_consistency,
+    )
+    check_consistency.add_argument("file", help="the consistency proof file")
     key = command(
         audit,
         "key",
@@ -145,4 +164,35 @@ def cmd_audit_key(args: argparse.Namespace) -> int:
     print(f"verifier key:  {answer.vkey}")
     print(f"key id:        {answer.key_id} ({answer.algorithm})")
     print(answer.public_key_pem, end="")
+    return 0
+
+
+def cmd_audit_consistency(args: argparse.Namespace) -> int:
+    from flowledger.ledger.audit import prove_consistency
+
+    if args.out is not None and not Path(args.out).parent.is_dir():
+        raise CommandFailed(f"{args.out}: no directory {Path(args.out).parent}")
+    proof = prove_consistency(store.services(args.data_dir), args.earlier, args.later)
+    out = Path(args.out or f"{proof.earlier.checkpoint_id}..{proof.later.checkpoint_id}.consistency.json")
+    try:
+        out.write_bytes(proof.to_bytes())
+    except OSError as exc:
+        raise CommandFailed(f"{out}: {exc.strerror or type(exc).__name__}") from None
+    hashes = sum(len(chain.path) for chain in proof.chains)
+    print(
+        f"wrote {out}: {proof.later.checkpoint_id} extends {proof.earlier.checkpoint_id} "
+        f"({counted(len(proof.chains), 'chain')}, {hashes:,} {'hash' if hashes == 1 else 'hashes'})"
+    )
+    return 0
+
+
+def cmd_audit_check_consistency(args: argparse.Namespace) -> int:
+    from flowledger.ledger.consistency import InvalidConsistency, check_consistency
+
+    try:
+        proof = check_consistency(read_file(args.file))
+    except InvalidConsistency as exc:
+        print(f"consistency proof INVALID: {exc}")
+        return 1
+    print(f"consistency proof OK: {proof.later.checkpoint_id} extends {proof.earlier.checkpoint_id}")
     return 0

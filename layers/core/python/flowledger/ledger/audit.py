@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from flowledger.errors import NotFound, UndecodableItem
+from flowledger.errors import InvalidInput, NotFound, UndecodableItem
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
-from flowledger.ledger.chain_trees import with_tree_roots
+from flowledger.ledger.chain_trees import chain_tree, with_tree_roots
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
+from flowledger.ledger.consistency import ConsistencyProof, InvalidConsistency, build_consistency
 from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id
 from flowledger.ledger.extension import extension_problems
 from flowledger.ledger.proofs import InclusionProof, build_proof
@@ -252,3 +253,25 @@ def _prove(ledger: Ledger, store: CheckpointStore, event: AuditEvent, chain_id: 
 def checkpoint_job(services: Services) -> dict[str, object]:
     """The scheduled job: take a checkpoint of every chain head."""
     return take_checkpoint(services.ledger, checkpoints_of(services), services)
+
+
+def prove_consistency(services: Services, earlier_id: str, later_id: str | None) -> ConsistencyProof:
+    """The consistency proof from checkpoint ``earlier_id`` to ``later_id`` (default: the latest)."""
+    store = checkpoints_of(services)
+    ids = store.ids()
+    later_id = later_id or (ids[-1] if ids else None)
+    for wanted in (earlier_id, later_id):
+        if wanted not in ids:
+            raise NotFound(f"no checkpoint {wanted}" if wanted else "no checkpoint has been taken yet")
+    assert later_id is not None
+    if later_id < earlier_id:
+        raise InvalidInput(f"{later_id} was taken before {earlier_id}: give the earlier one as --from")
+    table = services.aws.table_name("ledger_tiles")
+    try:
+        return build_consistency(
+            store.get(earlier_id),
+            store.get(later_id),
+            lambda chain_id, size: chain_tree(services.aws.dynamodb, table, chain_id, size),
+        )
+    except InvalidConsistency as exc:
+        raise InvalidInput(str(exc)) from None
