@@ -819,6 +819,8 @@ PATHWAY = Route("GET", "/admin/v1/reasoning/pathways/{pathway_id}", ADMIN, close
 PATHWAYS = Route("GET", "/admin/v1/pathways", ADMIN, closed_flow, query={"trigger_type": "{trigger_type}"})
 EVENTS = Route("GET", "/admin/v1/audit/events", ADMIN, audited_flow, query={"subject": "{subject}"})
 CHECKPOINT = Route("GET", "/admin/v1/audit/checkpoints/latest", ADMIN, checkpointed)
+CHECKPOINT_NOTE = Route("GET", "/admin/v1/audit/checkpoints/latest/note", ADMIN, checkpointed)
+LEDGER_KEY = Route("GET", "/.well-known/flowledger/ledger-key", None)
 HEALTH = Route("GET", "/health", None)
 ME = Route("GET", "/api/me", PATIENT)
 ADMIN_ME = Route("GET", "/admin/v1/me", ADMIN)
@@ -968,6 +970,8 @@ ROWS: list[Row] = [
     Row(PATHWAYS, None),
     Row(EVENTS, None),
     Row(CHECKPOINT, None),
+    Row(CHECKPOINT_NOTE, None),
+    Row(LEDGER_KEY, None),
     # jobs (actor system:<job>)
     Row(Job("heartbeat"), None),
     Row(Job("ledger_checkpoint", audited_flow), None),

@@ -161,7 +161,7 @@ def test_jobs_run_against_a_local_server_through_its_data_dir(
     assert main(["jobs", "run", "ledger_checkpoint", "--data-dir", str(data_dir.path)]) == 0
     checkpoint_id = json.loads(capsys.readouterr().out)["checkpoint_id"]
     keys = local.aws.s3.list_objects_v2(Bucket=local.aws.bucket_name("checkpoints"))["Contents"]
-    assert [k["Key"] for k in keys] == [f"checkpoints/{checkpoint_id}.json"]
+    assert [k["Key"] for k in keys] == [f"checkpoints/{checkpoint_id}.json", f"checkpoints/{checkpoint_id}.note"]
 
 
 def test_jobs_run_of_an_unknown_job_fails_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:

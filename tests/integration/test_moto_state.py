@@ -27,10 +27,9 @@ from flowledger.errors import ConfigurationError
 from flowledger.ledger.checkpoint_notes import CheckpointSigner
 from flowledger.ledger.checkpoints import build_checkpoint
 from flowledger.ledger.signed_note import verify
-from flowledger.local import fork_snapshot, moto_state
+from flowledger.local import moto_state
 from flowledger.local.datadir import STATE_FILE as STATE_FILE_NAME
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
-from flowledger.local.journal import FaultInjection
 from flowledger.local.moto_server import LockedMotoServer, may_change_state
 from flowledger.local.moto_state import PeriodicSnapshots, SnapshotInfo, StateCounts
 from flowledger.services import Services, build_services
@@ -405,12 +404,10 @@ class CountedSnapshots:
     def __init__(self, server: LockedMotoServer) -> None:
         self._server = server
         self.calls = 0
-        self.background: list[bool] = []  # each call's flag: the periodic ones yield the CPU, the last does not
 
-    def snapshot(self, path: Path, *, force: bool = False, background: bool = False) -> SnapshotInfo:
+    def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo:
         self.calls += 1
-        self.background.append(background)
-        return self._server.snapshot(path, force=force, background=background)
+        return self._server.snapshot(path, force=force)
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
@@ -438,24 +435,10 @@ def test_periodic_snapshots_write_after_a_change_and_on_stop(
     store.aws.dynamodb.put_item(TableName=consents, Item={"patient_id": {"S": "p-2"}})
     final = periodic.stop()
     assert final is not None and final.counts.items == 2
-    assert set(ticks.background[:-1]) == {True} and ticks.background[-1] is False  # the stop's is waited for
 
     moto_reset(server)
     server.restore(state_file)
     assert store.aws.dynamodb.scan(TableName=consents)["Count"] == 2
-
-
-@pytest.mark.parametrize("background", [True, False])
-def test_a_background_snapshot_is_written_at_the_lowest_cpu_priority(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, background: bool
-) -> None:
-    # The child pickles what dump_state gives it: here, the priority the child runs at.
-    monkeypatch.setattr(fork_snapshot, "dump_state", lambda _: str(os.getpriority(os.PRIO_PROCESS, 0)).encode())
-    ours = os.getpriority(os.PRIO_PROCESS, 0)
-    pending = fork_snapshot.begin(tmp_path / STATE_FILE_NAME, None, FaultInjection(), background=background)
-    fork_snapshot.finish(pending)
-    assert int(pending.temporary.read_text()) == (19 if background else ours)
-    assert os.getpriority(os.PRIO_PROCESS, 0) == ours  # the server's own priority is untouched
 
 
 def test_a_failing_periodic_snapshot_is_logged_and_retried(

@@ -34,7 +34,7 @@ def cmd_jobs_run(args: argparse.Namespace) -> int:
     from flowledger.jobs import job_named, run_job
 
     job_named(args.name)  # an unknown name fails before any connection is made
-    result = run_job(args.name, store.services(args.data_dir))
+    result = run_job(args.name, store.agent_services(args.data_dir))  # the JSON on stdout, no metric records
     print(json.dumps(result, indent=2, default=str))
     print(summary_line(result), file=sys.stderr)
     return 0

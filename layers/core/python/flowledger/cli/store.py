@@ -55,7 +55,7 @@ class _NoMetrics:
 
 
 def agent_services(data_dir: str | None) -> Services:
-    """The store's services, with the metrics a flow write emits kept off stdout (the table or the JSON)."""
+    """The store's services, with the metrics a write or a job emits kept off stdout (the table or the JSON)."""
     bound = services(data_dir)
     bound.metrics = _NoMetrics()
     return bound

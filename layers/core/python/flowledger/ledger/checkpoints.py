@@ -116,10 +116,13 @@ class CheckpointStore:
             return None
         return str(body.decode())
 
-    def ids(self, prefix: str = "") -> list[str]:
-        """Every checkpoint id (that starts with ``prefix``), oldest first."""
+    def ids(self, prefix: str = "", *, start_after: str = "") -> list[str]:
+        """Every checkpoint id (that starts with ``prefix``, and sorts after ``start_after``), oldest first."""
         found: list[str] = []
-        pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=PREFIX + prefix)
+        listing: dict[str, str] = {"Bucket": self._bucket, "Prefix": PREFIX + prefix}
+        if start_after:
+            listing["StartAfter"] = PREFIX + start_after
+        pages = self._s3.get_paginator("list_objects_v2").paginate(**listing)
         for page in pages:
             keys = [obj["Key"] for obj in page.get("Contents", [])]
             found += [key[len(PREFIX) : -len(JSON)] for key in keys if key.endswith(JSON)]
@@ -135,10 +138,13 @@ class CheckpointStore:
         An id starts with its UTC date, so a day is one prefix: the checkpoint job reads a day's listing
         (at most 1,440 checkpoints at a 1-minute cadence) rather than every checkpoint ever taken.
         """
+        # Anything dated after today first (a clock that ran ahead once): it sorts last, so it is the latest.
+        tomorrow = (now + timedelta(days=1)).astimezone(UTC).strftime("%Y%m%d")
+        ahead = self.ids(start_after=tomorrow)
         for back in range(days):
             found = self.ids((now - timedelta(days=back)).astimezone(UTC).strftime("%Y%m%d"))
-            if found:
-                return found
+            if found or ahead:
+                return found + ahead
         return self.ids()
 
     def latest(self) -> Checkpoint | None:

@@ -7,11 +7,9 @@ released as soon as ``fork`` returns, a few milliseconds whatever the store's si
 over building snapshots from the journal because it needs no second copy of moto's state and reuses
 the snapshot format and its checks as they are; it is Redis's BGSAVE.
 
-A periodic snapshot's child runs at the lowest CPU priority (``background``): a save that only bounds how
-much journal a restart replays yields the machine's cores to the requests it would slow (a 20,000-step
-store pickles for some two seconds of one core, every interval while anything is written). A snapshot a
-request or the stop waits for runs at the server's own priority. The child also leaves the cyclic
-collector off: it exits as soon as the file is written, and the pickler's allocations set it off often.
+The child leaves the cyclic collector off: it exits as soon as the file is written, and the pickler's
+allocations would set it off again and again. (It keeps the server's CPU priority: a lowered one let a
+loaded machine starve it, and a stop waits for the snapshot in progress.)
 
 The child takes no lock and logs nothing (another thread may have held either at the fork, and it
 would wait forever): it writes a temporary file, fsyncs it, reports on a pipe and leaves with
@@ -49,11 +47,8 @@ class PendingSnapshot:
     journal_from: int | None
 
 
-def begin(path: Path, journal_from: int | None, faults: FaultInjection, *, background: bool = False) -> PendingSnapshot:
-    """Fork a child that writes the store as it is now; call it with no request inside moto.
-
-    ``background``: nobody waits for it, so it runs at the lowest CPU priority.
-    """
+def begin(path: Path, journal_from: int | None, faults: FaultInjection) -> PendingSnapshot:
+    """Fork a child that writes the store as it is now; call it with no request inside moto."""
     temporary = path.parent / f".{path.name}.{os.getpid()}-{next(_numbers)}.tmp"
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -62,9 +57,6 @@ def begin(path: Path, journal_from: int | None, faults: FaultInjection, *, backg
         try:
             os.close(read_end)
             gc.disable()
-            if background:
-                with contextlib.suppress(OSError):
-                    os.nice(19)
             report = _write_in_child(temporary, journal_from, faults)
             status = 0 if report.startswith(b"ok") else 1
             os.write(write_end, report)

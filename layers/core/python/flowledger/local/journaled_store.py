@@ -139,10 +139,8 @@ class JournaledStore:
 
     # -- snapshots ----------------------------------------------------------------------------------------
 
-    def snapshot(self, *, force: bool = False, background: bool = False) -> SnapshotInfo:
+    def snapshot(self, *, force: bool = False) -> SnapshotInfo:
         """Save the store to the state file (forked), unless nothing changed since the last one.
-
-        ``background``: a periodic save nobody waits for; its child yields the CPU (``fork_snapshot``).
 
         Raises ``OSError`` (and the store stops being durable) when it cannot be written.
         """
@@ -153,17 +151,17 @@ class JournaledStore:
             unchanged = self._saved_changes == changes and path.exists() and self.durability.durable
             if unchanged and not force:
                 return SnapshotInfo(path=path, counts=counts, written=False, size_bytes=path.stat().st_size)
-            pending = self._begin_snapshot(background=background)
+            pending = self._begin_snapshot()
         size = self._finish_snapshot(pending)
         self._saved_changes = changes
         return SnapshotInfo(path=path, counts=counts, written=True, size_bytes=size)
 
-    def _begin_snapshot(self, *, background: bool = False) -> PendingSnapshot:
+    def _begin_snapshot(self) -> PendingSnapshot:
         """Under the request lock: a new journal segment, and a child writing the store as it is."""
         failures, was_failing = self.durability.failures, not self.durability.durable
         try:
             segment = self.journal.rotate()
-            pending = fork_snapshot.begin(self.state_file, segment, self._faults, background=background)
+            pending = fork_snapshot.begin(self.state_file, segment, self._faults)
         except OSError as exc:
             self.durability.fail(f"could not start a snapshot in {self.state_file.parent}", exc)
             raise

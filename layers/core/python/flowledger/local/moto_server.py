@@ -243,18 +243,17 @@ class LockedMotoServer:
                 self._saved = (path, self._app.changes)
             return counts
 
-    def snapshot(self, path: Path, *, force: bool = False, background: bool = False) -> SnapshotInfo:
+    def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo:
         """Save moto's DynamoDB, S3, KMS and Logs state to ``path`` atomically, unless nothing changed.
 
         The backends are pickled under the request lock, so the file never holds half a request;
         the file is written after the lock is released. Without ``force``, a snapshot to the same
-        path with no write in between leaves the file as it is (``written`` is False). ``background``: a
-        periodic save nobody waits for, forked at the lowest CPU priority when the store is journaled.
+        path with no write in between leaves the file as it is (``written`` is False).
         """
         store = self._app.store
         if store is not None and path == store.state_file:
             with self._snapshot_lock:
-                return store.snapshot(force=force, background=background)
+                return store.snapshot(force=force)
         with self._snapshot_lock:
             with self._app.lock:
                 changes = self._app.changes

@@ -388,7 +388,7 @@ def count_state() -> StateCounts:
 class Snapshotter(Protocol):
     """What ``PeriodicSnapshots`` needs of a server (``LockedMotoServer`` is one)."""
 
-    def snapshot(self, path: Path, *, force: bool = False, background: bool = False) -> SnapshotInfo: ...
+    def snapshot(self, path: Path, *, force: bool = False) -> SnapshotInfo: ...
 
 
 class Durable(Protocol):
@@ -441,7 +441,7 @@ class PeriodicSnapshots:
                 continue
             due = time.monotonic() + self._interval
             try:
-                self.last = self._server.snapshot(self._path, force=failing, background=True)
+                self.last = self._server.snapshot(self._path, force=failing)
             except Exception as exc:
                 # A full disk must not stop the next attempt; the state is still in memory. While the
                 # store is known not durable, that was logged once already: no line a second.
