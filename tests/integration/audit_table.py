@@ -47,7 +47,7 @@ from flowledger.pathways.matcher import _CACHE
 from flowledger.pathways.snapshot import _POINTERS
 from flowledger.pathways.store import PathwayStore, pathway_id_for
 from flowledger.reasoning.service import FlowService
-from flowledger.research.loop import CriticVerdict, ResearchResult, on_critic_verdict, on_research_result
+from flowledger.research.producers import CriticVerdict, ResearchResult, on_critic_verdict, on_research_result
 from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services, bootstrap
 from flowledger.store.aws import AwsClients

@@ -22,8 +22,9 @@ from flowledger.local.datadir import EMBEDDED_CREDENTIALS, DataDir
 from flowledger.pathways.store import to_pathway
 from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
-from flowledger.research.loop import BacklogConsumer, CriticVerdict, on_critic_verdict
+from flowledger.research.loop import BacklogConsumer
 from flowledger.research.models import BacklogRow, BacklogStatus, DeeperRequest, Reason
+from flowledger.research.producers import CriticVerdict, on_critic_verdict
 from flowledger.services import Services, build_services
 from flowledger.store.provision import provision_all
 from tests.e2e.conftest import FLOWLEDGER, clean_env

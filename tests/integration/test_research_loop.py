@@ -17,15 +17,9 @@ from flowledger.jobs import run_job
 from flowledger.research.backlog import Backlog
 from flowledger.research.claims import ClaimTriage
 from flowledger.research.client import MemoryClient
-from flowledger.research.loop import (
-    LOOP_HEALTH_CRITICAL_METRIC,
-    BacklogConsumer,
-    CriticVerdict,
-    ResearchResult,
-    on_critic_verdict,
-    on_research_result,
-)
+from flowledger.research.loop import LOOP_HEALTH_CRITICAL_METRIC, BacklogConsumer
 from flowledger.research.models import BacklogRow, Completion
+from flowledger.research.producers import CriticVerdict, ResearchResult, on_critic_verdict, on_research_result
 from flowledger.services import Services
 
 
@@ -345,7 +339,7 @@ def test_a_close_that_loses_its_race_is_counted_and_the_run_goes_on(services: Se
 def test_a_stale_guard_naming_an_ended_row_never_blocks_its_trigger(services: Services) -> None:
     """A guard left behind (say, by a store restored from an older backup) is cleared, not obeyed."""
     from flowledger.research.backlog import guard_key
-    from flowledger.research.loop import _key
+    from flowledger.research.producers import _key
 
     flags(services, research_auto_enqueue_enabled=True)
     first = on_research_result(services, result(hits=0))

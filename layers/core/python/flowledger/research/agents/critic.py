@@ -22,7 +22,7 @@ from flowledger.llm.retry import HarnessRetryPolicies
 from flowledger.reasoning.recorder import ReasoningFlowRecorder
 from flowledger.research.agents.recording import AgentGaveUp, AgentRecording, recorded, timed
 from flowledger.research.agents.researcher import Finding
-from flowledger.research.loop import CriticVerdict, on_critic_verdict
+from flowledger.research.producers import CriticVerdict, on_critic_verdict
 from flowledger.services import Services
 
 AGENT = "critic"

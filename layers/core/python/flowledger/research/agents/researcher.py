@@ -32,7 +32,7 @@ from flowledger.llm.retry import HarnessRetryPolicies
 from flowledger.reasoning.recorder import ReasoningFlowRecorder
 from flowledger.reasoning.step_evidence import MAX_RECORDED_DOCUMENTS, clip
 from flowledger.research.agents.recording import AgentGaveUp, AgentRecording, recorded, timed
-from flowledger.research.loop import WEAK_COMPOSITE_K, ResearchResult, on_research_result
+from flowledger.research.producers import WEAK_COMPOSITE_K, ResearchResult, on_research_result
 from flowledger.services import Services
 
 AGENT = "researcher"
