@@ -16,6 +16,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from flowledger.ledger.checkpoint_notes import KMS_ALGORITHM
 from flowledger.store.provision import (
     UPLOAD_BUCKET,
     UPLOAD_EXPOSED_HEADERS,
@@ -198,7 +199,7 @@ class Data(Construct):
                 iam.PolicyStatement(
                     actions=["kms:Sign"],
                     resources=[key],
-                    conditions={"StringEquals": {"kms:SigningAlgorithm": "ED25519_SHA_512", "kms:MessageType": "RAW"}},
+                    conditions={"StringEquals": {"kms:SigningAlgorithm": KMS_ALGORITHM, "kms:MessageType": "RAW"}},
                 )
             )
 

@@ -120,21 +120,9 @@ class Operations(Construct):
         )
         self._alarm("Jobs-Failures", failed_jobs, "A job failed after its retries or expired unrun (see its queue).")
 
-        loop_critical = cloudwatch.Metric(
-            namespace=NAMESPACE,
-            metric_name=LOOP_HEALTH_CRITICAL_METRIC,
-            dimensions_map={"service": JOBS_SERVICE},
-            period=PERIOD,
-            statistic="Maximum",
-        )
+        loop_critical = _jobs_flag(LOOP_HEALTH_CRITICAL_METRIC)
         self._alarm("Research-LoopHealthCritical", loop_critical, "The research loop's health verdict is critical.")
-        refused = cloudwatch.Metric(
-            namespace=NAMESPACE,
-            metric_name=CHECKPOINT_REFUSED_METRIC,
-            dimensions_map={"service": JOBS_SERVICE},
-            period=PERIOD,
-            statistic="Maximum",
-        )
+        refused = _jobs_flag(CHECKPOINT_REFUSED_METRIC)
         self._alarm(
             "Ledger-CheckpointRefused",
             refused,
@@ -217,6 +205,14 @@ def _table_throttles(table: dynamodb.Table, name: str, index: int) -> cloudwatch
         using_metrics={f"reads{index}": events("ReadThrottleEvents"), f"writes{index}": events("WriteThrottleEvents")},
         label=name,
         period=PERIOD,
+    )
+
+
+def _jobs_flag(name: str) -> cloudwatch.Metric:
+    """A 0-or-1 metric the jobs function emits (``Metrics.emit``), at its worst in each period."""
+    dimensions = {"service": JOBS_SERVICE}
+    return cloudwatch.Metric(
+        namespace=NAMESPACE, metric_name=name, dimensions_map=dimensions, period=PERIOD, statistic="Maximum"
     )
 
 

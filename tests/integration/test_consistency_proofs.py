@@ -18,10 +18,11 @@ from flowledger.ledger.checkpoints import Checkpoint, build_checkpoint
 from flowledger.ledger.consistency import InvalidConsistency, build_consistency, check_consistency
 from flowledger.ledger.events import AuditEntry, canonical
 from flowledger.ledger.merkle import leaf_hash
-from flowledger.ledger.tiles import ChainTree, MemoryTiles
+from flowledger.ledger.tiles import ChainTree
 from flowledger.local.datadir import DataDir
 from flowledger.services import Services
 from tests.integration.test_audit_cli import store  # noqa: F401  (the fixture: a store behind a data dir)
+from tests.memory_tiles import MemoryTiles
 
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)  # after the store fixture's own checkpoint, taken now
 

@@ -16,7 +16,8 @@ from flowledger.ledger.merkle_consistency import (
     inclusion_proof_of,
     subtree_root,
 )
-from flowledger.ledger.tiles import ChainTree, MemoryTiles
+from flowledger.ledger.tiles import ChainTree
+from tests.memory_tiles import MemoryTiles
 
 
 def leaves(count: int) -> list[bytes]:

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from flowledger.ledger.merkle import inclusion_path, leaf_hash, merkle_root, root_from_path
 from flowledger.ledger.merkle_consistency import (
-    Frontier,
     InconsistentTrees,
     consistency_proof,
     inclusion_proof_of,
@@ -76,16 +75,6 @@ def test_every_prefix_is_proved_consistent_and_a_changed_tree_is_not(leaves: lis
             verify_consistency(m, n, first, second, [*proof[:changed], bytes(32), *proof[changed + 1 :]])
         with pytest.raises(InconsistentTrees):  # the proof, but the first tree's root is another's
             verify_consistency(m, n, subtree_root(rewritten[:m]), second, proof)
-
-
-@given(leaves=st.lists(st.binary(max_size=6), max_size=70))
-def test_a_frontier_grown_a_leaf_at_a_time_has_the_trees_root(leaves: list[bytes]) -> None:
-    frontier = Frontier()
-    for leaf in leaves:
-        frontier = frontier.appended(leaf_hash(leaf))
-    assert frontier.size == len(leaves)
-    assert frontier.root() == merkle_root(leaves)
-    assert len(frontier.subtrees) == bin(len(leaves)).count("1")  # one perfect subtree per bit of the size
 
 
 def test_from_an_empty_tree_anything_is_consistent_and_sizes_cannot_shrink() -> None:

@@ -47,10 +47,11 @@ def heartbeat(services: Services) -> JobResult:
     return {"at": services.clock().isoformat()}
 
 
+CHECKPOINT_JOB = "ledger_checkpoint"
 JOBS: tuple[Job, ...] = (
     Job("heartbeat", "rate(5 minutes)", "No-op that proves the scheduler reaches the jobs function.", heartbeat),
     Job(
-        "ledger_checkpoint",
+        CHECKPOINT_JOB,
         "rate(5 minutes)",
         "Folds every audit chain head into a Merkle checkpoint, signed as a note.",
         checkpoint_job,
@@ -78,7 +79,6 @@ JOBS: tuple[Job, ...] = (
 )
 
 
-CHECKPOINT_JOB = "ledger_checkpoint"
 CHECKPOINT_MINUTES = range(1, 61)  # the cadences a deployment may choose: events after the last checkpoint
 # are tied to nothing outside the table for at most this long (docs/audit-ledger.md: the bound and its cost)
 

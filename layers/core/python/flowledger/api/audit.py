@@ -112,11 +112,11 @@ class CheckpointNote(BaseModel):
 def latest_checkpoint_note() -> CheckpointNote:
     iam_principal(router.current_event.raw_event)
     store = checkpoints_of(services_of(router))
-    ids = store.ids()
-    note = store.note(ids[-1]) if ids else None
-    if note is None:
+    latest = store.latest_id()
+    note = store.note(latest) if latest else None
+    if latest is None or note is None:
         raise NotFound("no signed checkpoint has been taken yet")
-    return CheckpointNote(checkpoint_id=ids[-1], note=note)
+    return CheckpointNote(checkpoint_id=latest, note=note)
 
 
 class LedgerKey(BaseModel):

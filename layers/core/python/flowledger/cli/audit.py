@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowledger.cli import store
-from flowledger.cli.failures import CommandFailed, read_file
+from flowledger.cli.failures import CommandFailed, read_file, write_file
 from flowledger.cli.options import actions, command, store_option
 from flowledger.cli.text import counted
 from flowledger.errors import InvalidInput
@@ -128,10 +128,7 @@ def cmd_audit_proof(args: argparse.Namespace) -> int:
         raise CommandFailed(f"{out}: no directory {out.parent}")
     services = store.services(args.data_dir)
     proof = prove(services.ledger, checkpoints_of(services), args.event_id)
-    try:
-        out.write_bytes(proof.to_bytes())
-    except OSError as exc:
-        raise CommandFailed(f"{out}: {exc.strerror or type(exc).__name__}") from None
+    write_file(out, proof.to_bytes())
     print(
         f"wrote {out}: {args.event_id} under checkpoint {proof.checkpoint.checkpoint_id} (root {proof.checkpoint.root})"
     )
@@ -174,10 +171,7 @@ def cmd_audit_consistency(args: argparse.Namespace) -> int:
         raise CommandFailed(f"{args.out}: no directory {Path(args.out).parent}")
     proof = prove_consistency(store.services(args.data_dir), args.earlier, args.later)
     out = Path(args.out or f"{proof.earlier.checkpoint_id}..{proof.later.checkpoint_id}.consistency.json")
-    try:
-        out.write_bytes(proof.to_bytes())
-    except OSError as exc:
-        raise CommandFailed(f"{out}: {exc.strerror or type(exc).__name__}") from None
+    write_file(out, proof.to_bytes())
     hashes = sum(len(chain.path) for chain in proof.chains)
     print(
         f"wrote {out}: {proof.later.checkpoint_id} extends {proof.earlier.checkpoint_id} "

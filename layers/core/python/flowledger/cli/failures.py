@@ -41,6 +41,14 @@ def read_file(name: str) -> bytes:
         raise CommandFailed(f"{name}: {exc.strerror or type(exc).__name__}") from None
 
 
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, or ``CommandFailed`` naming the file and why (no traceback)."""
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise CommandFailed(f"{path}: {exc.strerror or type(exc).__name__}") from None
+
+
 def aws_refusal(exc: ClientError, data_dir: str | None) -> str:
     """One line for an AWS error response, with the likely fix when a table or bucket is missing."""
     error = exc.response.get("Error", {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -83,11 +84,12 @@ def _latest_readable(store: CheckpointStore, findings: list[Finding], now: datet
     The newest day's checkpoints are listed first; all of them only if none of that day's parses.
     """
     recent = store.recent_ids(now)
-    for checkpoint_id in reversed(recent):
-        read = _read_checkpoints(store, [checkpoint_id], findings)[0]
-        if read is not None:
-            return read
-    for checkpoint_id in reversed([i for i in store.ids() if recent and i < recent[0]]):
+
+    def older() -> Iterator[str]:  # listed only once none of the recent ones parses
+        if recent:
+            yield from (i for i in reversed(store.ids()) if i < recent[0])
+
+    for checkpoint_id in itertools.chain(reversed(recent), older()):
         read = _read_checkpoints(store, [checkpoint_id], findings)[0]
         if read is not None:
             return read
@@ -258,20 +260,23 @@ def checkpoint_job(services: Services) -> dict[str, object]:
 def prove_consistency(services: Services, earlier_id: str, later_id: str | None) -> ConsistencyProof:
     """The consistency proof from checkpoint ``earlier_id`` to ``later_id`` (default: the latest)."""
     store = checkpoints_of(services)
-    ids = store.ids()
-    later_id = later_id or (ids[-1] if ids else None)
-    for wanted in (earlier_id, later_id):
-        if wanted not in ids:
-            raise NotFound(f"no checkpoint {wanted}" if wanted else "no checkpoint has been taken yet")
-    assert later_id is not None
+    later_id = later_id or store.latest_id(services.clock())
+    if later_id is None:
+        raise NotFound("no checkpoint has been taken yet")
+    earlier, later = (_checkpoint(store, wanted) for wanted in (earlier_id, later_id))
     if later_id < earlier_id:
         raise InvalidInput(f"{later_id} was taken before {earlier_id}: give the earlier one as --from")
     table = services.aws.table_name("ledger_tiles")
     try:
         return build_consistency(
-            store.get(earlier_id),
-            store.get(later_id),
-            lambda chain_id, size: chain_tree(services.aws.dynamodb, table, chain_id, size),
+            earlier, later, lambda chain_id, size: chain_tree(services.aws.dynamodb, table, chain_id, size)
         )
     except InvalidConsistency as exc:
         raise InvalidInput(str(exc)) from None
+
+
+def _checkpoint(store: CheckpointStore, checkpoint_id: str) -> Checkpoint:
+    try:
+        return store.get(checkpoint_id)
+    except store.missing:
+        raise NotFound(f"no checkpoint {checkpoint_id}") from None

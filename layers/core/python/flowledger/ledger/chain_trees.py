@@ -38,9 +38,7 @@ def with_tree_roots(
             rooted.append(head.model_copy(update={"tree_root": before.tree_root}))
             continue
         if before is not None and before.tree_root is not None:
-            size, events = before.seq, read.get(head.chain_id)
-            if events is None:
-                events = list(ledger.read_chain(head.chain_id, after_seq=before.seq, until_seq=head.seq))
+            size, events = before.seq, read[head.chain_id]  # the extension check read every moved chain
         else:
             size, events = 0, list(ledger.read_chain(head.chain_id, until_seq=head.seq))
         tree = chain_tree(dynamodb, table, head.chain_id, size)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -80,15 +81,12 @@ class CheckpointSigner:
         self._kms = kms
         self._key_id = key_id
         self.origin = check_name(origin)
-        self._verifier: VerifierKey | None = None
 
-    @property
+    @cached_property
     def verifier(self) -> VerifierKey:
         """The ledger's verifier key: the origin as its name, and KMS's public key."""
-        if self._verifier is None:
-            der = self._kms.get_public_key(KeyId=self._key_id)["PublicKey"]
-            self._verifier = VerifierKey(self.origin, ED25519, raw_public_key(der))
-        return self._verifier
+        der = self._kms.get_public_key(KeyId=self._key_id)["PublicKey"]
+        return VerifierKey(self.origin, ED25519, raw_public_key(der))
 
     def sign(self, checkpoint: Checkpoint) -> Note:
         """The checkpoint's note, signed by KMS (one ``Sign`` call)."""

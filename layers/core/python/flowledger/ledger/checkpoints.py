@@ -90,6 +90,7 @@ class CheckpointStore:
     def __init__(self, s3: Any, bucket: str) -> None:
         self._s3 = s3
         self._bucket = bucket
+        self.missing: type[Exception] = s3.exceptions.NoSuchKey  # what ``get`` raises for an unknown id
 
     def put(self, checkpoint: Checkpoint) -> None:
         self._s3.put_object(
@@ -112,7 +113,7 @@ class CheckpointStore:
         """The checkpoint's signed note; None for a checkpoint taken before notes were signed."""
         try:
             body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}{NOTE}")["Body"].read()
-        except self._s3.exceptions.NoSuchKey:
+        except self.missing:
             return None
         return str(body.decode())
 
@@ -147,6 +148,11 @@ class CheckpointStore:
                 return found + ahead
         return self.ids()
 
+    def latest_id(self, now: datetime | None = None) -> str | None:
+        """The newest checkpoint's id (from ``recent_ids``, not a listing of every checkpoint), None before any."""
+        recent = self.recent_ids(now or datetime.now(UTC))
+        return recent[-1] if recent else None
+
     def latest(self) -> Checkpoint | None:
-        ids = self.ids()
-        return self.get(ids[-1]) if ids else None
+        latest = self.latest_id()
+        return self.get(latest) if latest else None

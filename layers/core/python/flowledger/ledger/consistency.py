@@ -15,14 +15,13 @@ many events came between, and ``check_consistency`` needs nothing but the file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowledger.ledger.checkpoints import Checkpoint
-from flowledger.ledger.events import HexHash, canonical
+from flowledger.ledger.events import HexHash, canonical, read_canonical
 from flowledger.ledger.merkle_consistency import InconsistentTrees, consistency_proof_of, verify_consistency
 from flowledger.ledger.tiles import ChainTree
 
@@ -90,13 +89,7 @@ def build_consistency(earlier: Checkpoint, later: Checkpoint, tree_of: TreeOf) -
 
 def check_consistency(raw: bytes) -> ConsistencyProof:
     """Check a consistency proof file offline; raise ``InvalidConsistency`` naming the first failed check."""
-    try:
-        parsed = json.loads(raw)
-        proof = ConsistencyProof.model_validate(parsed)
-    except (ValueError, ValidationError) as exc:
-        raise InvalidConsistency(f"not a consistency proof: {str(exc).splitlines()[0]}") from None
-    if raw not in (canonical(parsed), canonical(parsed) + b"\n"):
-        raise InvalidConsistency("the file is not in RFC 8785 canonical form")
+    proof = read_canonical(raw, ConsistencyProof, InvalidConsistency, "a consistency proof")
     for checkpoint in (proof.earlier, proof.later):
         if checkpoint.recomputed_hash() != checkpoint.hash or checkpoint.recomputed_root() != checkpoint.root:
             raise InvalidConsistency(f"checkpoint {checkpoint.checkpoint_id} does not match its hash or root")

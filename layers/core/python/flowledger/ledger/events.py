@@ -7,14 +7,16 @@ An event's hash is SHA-256 over the RFC 8785 (JCS) canonical JSON of every field
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import rfc8785
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 GENESIS_HASH = "0" * 64
+M = TypeVar("M", bound=BaseModel)
 HexHash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 # Payload values are counts, flags and identifier-like tokens: no spaces, so no free text from a
 # model or a person (and with it, no narrative PHI) can be recorded.
@@ -70,6 +72,22 @@ class AuditEvent(AuditEntry):
 def canonical(value: Any) -> bytes:
     """RFC 8785 canonical JSON bytes."""
     return rfc8785.dumps(value)
+
+
+def read_canonical(raw: bytes, model: type[M], error: type[ValueError], what: str) -> M:
+    """A proof file's ``model``, or ``error``: it must parse, validate, and be its own RFC 8785 canonical form.
+
+    A file has exactly one valid byte form (a single trailing newline may be added), so two readers can
+    never disagree about what it says.
+    """
+    try:
+        parsed = json.loads(raw)
+        value = model.model_validate(parsed)
+    except (ValueError, ValidationError) as exc:
+        raise error(f"not {what}: {str(exc).splitlines()[0]}") from None
+    if raw not in (canonical(parsed), canonical(parsed) + b"\n"):
+        raise error("the file is not in RFC 8785 canonical form")
+    return value
 
 
 def sha256_hex(data: bytes) -> str:

@@ -19,7 +19,7 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
-def _split(size: int) -> int:
+def split(size: int) -> int:
     """The largest power of two strictly below ``size`` (size >= 2)."""
     return 1 << ((size - 1).bit_length() - 1)
 
@@ -30,7 +30,7 @@ def merkle_root(leaves: Sequence[bytes]) -> bytes:
         return hashlib.sha256(b"").digest()
     if len(leaves) == 1:
         return leaf_hash(leaves[0])
-    k = _split(len(leaves))
+    k = split(len(leaves))
     return node_hash(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
 
 
@@ -40,7 +40,7 @@ def inclusion_path(index: int, leaves: Sequence[bytes]) -> list[bytes]:
         raise IndexError(f"leaf {index} is outside a tree of {len(leaves)}")
     if len(leaves) == 1:
         return []
-    k = _split(len(leaves))
+    k = split(len(leaves))
     if index < k:
         return [*inclusion_path(index, leaves[:k]), merkle_root(leaves[k:])]
     return [*inclusion_path(index - k, leaves[k:]), merkle_root(leaves[:k])]

@@ -1,9 +1,8 @@
-"""RFC 6962 / RFC 9162 consistency proofs and the frontier that grows a tree's root a leaf at a time.
+"""RFC 6962 / RFC 9162 consistency proofs, and proofs from any source of subtree roots (stored tiles).
 
 A consistency proof shows that the tree of ``n`` leaves extends the tree of its first ``m``: the first
 ``m`` leaves are the same, so nothing was changed or removed, only appended. It is O(log n) hashes,
-however many leaves came between. The frontier (the roots of a tree's perfect subtrees, left to right)
-is all a tree's root needs: a writer keeps it and appends new leaves without reading the old ones.
+however many leaves came between.
 
 Leaves and nodes hash as in :mod:`flowledger.ledger.merkle` (0x00 and 0x01 prefixes); a "leaf hash" here
 is ``leaf_hash(data)``, already hashed.
@@ -12,9 +11,8 @@ is ``leaf_hash(data)``, already hashed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from flowledger.ledger.merkle import merkle_root, node_hash
+from flowledger.ledger.merkle import node_hash, split
 
 
 class InconsistentTrees(ValueError):
@@ -25,7 +23,7 @@ def subtree_root(leaf_hashes: Sequence[bytes]) -> bytes:
     """MTH over leaves given by their leaf hashes (RFC 6962 section 2.1)."""
     if len(leaf_hashes) == 1:
         return leaf_hashes[0]
-    k = _split(len(leaf_hashes))
+    k = split(len(leaf_hashes))
     return node_hash(subtree_root(leaf_hashes[:k]), subtree_root(leaf_hashes[k:]))
 
 
@@ -48,7 +46,7 @@ def _subproof(m: int, start: int, end: int, whole: bool, root_of: RootOf) -> lis
     n = end - start
     if m == n:
         return [] if whole else [root_of(start, end)]
-    k = _split(n)
+    k = split(n)
     if m <= k:
         return [*_subproof(m, start, start + k, whole, root_of), root_of(start + k, end)]
     return [*_subproof(m - k, start + k, end, False, root_of), root_of(start, start + k)]
@@ -61,7 +59,7 @@ def inclusion_proof_of(index: int, n: int, root_of: RootOf) -> list[bytes]:
     path: list[bytes] = []
     start, end = 0, n
     while end - start > 1:
-        k = _split(end - start)
+        k = split(end - start)
         if index < start + k:
             path.append(root_of(start + k, end))
             end = start + k
@@ -111,36 +109,3 @@ def verify_consistency(m: int, n: int, first: bytes, second: bytes, proof: Seque
         raise InconsistentTrees("the proof does not lead to the first tree's root")
     if sr != second:
         raise InconsistentTrees("the proof does not lead to the second tree's root")
-
-
-@dataclass(frozen=True)
-class Frontier:
-    """A tree's perfect subtrees, largest (leftmost) first: ``(leaves, root)`` each. Enough for its root."""
-
-    subtrees: tuple[tuple[int, bytes], ...] = ()
-
-    @property
-    def size(self) -> int:
-        return sum(leaves for leaves, _ in self.subtrees)
-
-    def appended(self, leaf_hash: bytes) -> Frontier:
-        """The frontier once one more leaf (given by its leaf hash) is appended."""
-        subtrees = [*self.subtrees, (1, leaf_hash)]
-        while len(subtrees) > 1 and subtrees[-1][0] == subtrees[-2][0]:  # two equal perfect trees make one
-            (size, left), (_, right) = subtrees[-2], subtrees[-1]
-            subtrees[-2:] = [(size * 2, node_hash(left, right))]
-        return Frontier(tuple(subtrees))
-
-    def root(self) -> bytes:
-        """MTH of the whole tree: the perfect subtrees folded from the right (the empty tree's hash if none)."""
-        if not self.subtrees:
-            return merkle_root([])
-        node = self.subtrees[-1][1]
-        for _, left in reversed(self.subtrees[:-1]):
-            node = node_hash(left, node)
-        return node
-
-
-def _split(size: int) -> int:
-    """The largest power of two strictly below ``size`` (size >= 2)."""
-    return 1 << ((size - 1).bit_length() - 1)

@@ -6,14 +6,13 @@ rejects any file whose bytes differ from that form, and then recomputes every ha
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowledger.ledger.chain import GENESIS, Position, verify_chain
 from flowledger.ledger.checkpoints import Checkpoint
-from flowledger.ledger.events import AuditEvent, HexHash, canonical
+from flowledger.ledger.events import AuditEvent, HexHash, canonical, read_canonical
 from flowledger.ledger.merkle import root_from_path
 
 FORMAT = "flowledger-inclusion-proof/1"
@@ -54,13 +53,7 @@ def build_proof(event: AuditEvent, segment: list[AuditEvent], checkpoint: Checkp
 
 def check_proof(raw: bytes) -> InclusionProof:
     """Check a proof file offline; raise :class:`InvalidProof` naming the first failed check."""
-    try:
-        parsed = json.loads(raw)
-        proof = InclusionProof.model_validate(parsed)
-    except (ValueError, ValidationError) as exc:
-        raise InvalidProof(f"not a proof file: {str(exc).splitlines()[0]}") from None
-    if raw not in (canonical(parsed), canonical(parsed) + b"\n"):
-        raise InvalidProof("the file is not in RFC 8785 canonical form")
+    proof = read_canonical(raw, InclusionProof, InvalidProof, "a proof file")
     event, checkpoint = proof.event, proof.checkpoint
     anchor = Position(event.seq - 1, event.prev_hash) if event.seq > 1 else GENESIS
     report = verify_chain(event.chain_id, [event, *proof.segment], anchor=anchor)

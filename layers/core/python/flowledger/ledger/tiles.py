@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from flowledger.ledger.merkle import node_hash
+from flowledger.ledger.merkle_consistency import subtree_root
 
 WIDTH = 256  # hashes a tile holds
 HEIGHT = 8  # tree levels a tile spans: 2 ** HEIGHT == WIDTH
@@ -56,7 +57,7 @@ class ChainTree:
         tile.append(node)
         changed.add((level, index))
         if len(tile) == WIDTH:
-            self._add(level + 1, index, _perfect_root(tile), changed)
+            self._add(level + 1, index, subtree_root(tile), changed)
 
     def _tile(self, level: int, index: int) -> list[bytes]:
         key = (level, index)
@@ -75,7 +76,7 @@ class ChainTree:
         entries = self._tile(level, tile_index)[offset : offset + (1 << rest)]
         if len(entries) != 1 << rest:
             raise ValueError(f"the tree of {self.size} leaves has no full subtree {height}/{index}")
-        return _perfect_root(entries)
+        return subtree_root(entries)
 
     def root_of(self, start: int, end: int) -> bytes:
         """MTH of leaves ``[start, end)`` (a range RFC 6962's recursions ask for: ``start`` aligned to its split)."""
@@ -97,25 +98,3 @@ class ChainTree:
     def root(self) -> bytes:
         """MTH of the whole tree."""
         return self.root_of(0, self.size)
-
-
-def _perfect_root(nodes: list[bytes]) -> bytes:
-    """The root over a power-of-two count of nodes of one level, paired left to right."""
-    while len(nodes) > 1:
-        nodes = [node_hash(nodes[i], nodes[i + 1]) for i in range(0, len(nodes), 2)]
-    return nodes[0]
-
-
-class MemoryTiles:
-    """Tiles in a dict: for a tree built in memory (tests, and proofs over leaves already read)."""
-
-    def __init__(self) -> None:
-        self.tiles: dict[tuple[int, int], list[bytes]] = {}
-        self.reads = 0
-
-    def get(self, level: int, index: int) -> list[bytes]:
-        self.reads += 1
-        return list(self.tiles.get((level, index), []))
-
-    def put(self, level: int, index: int, hashes: list[bytes]) -> None:
-        self.tiles[(level, index)] = list(hashes)

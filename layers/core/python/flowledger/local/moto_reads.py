@@ -35,7 +35,7 @@ from botocore.utils import merge_dicts
 from moto.dynamodb.models import table as table_module
 from moto.dynamodb.models.dynamo_type import Item, serializer
 from moto.dynamodb.models.table import Table
-from moto.dynamodb.models.utilities import find_nested_key
+from moto.dynamodb.models.utilities import bytesize, find_nested_key
 
 _INSTALLED = False
 _querying = threading.local()  # .partition: the hash key of the base-table Query running on this thread;
@@ -145,29 +145,25 @@ def item_size(item: Item) -> int:
     sizes = getattr(_querying, "sizes", None)
     if sizes is not None and id(item) in sizes:
         return int(sizes[id(item)])
-    size = sum(_bytes(name) + _value_size(value.type, value.value) for name, value in item.attrs.items())
+    size = sum(bytesize(name) + _value_size(value.type, value.value) for name, value in item.attrs.items())
     if sizes is not None:
         sizes[id(item)] = size
     return size
 
 
-def _bytes(value: str | bytes) -> int:
-    return len(value) if isinstance(value, bytes) else len(value.encode())
-
-
 def _value_size(kind: str, value: Any) -> int:
-    # The same tests in the same order as moto's DynamoType.size: a list's elements and a map's values
-    # are attribute objects already, a set's members bare values of the set's scalar type.
+    # What moto's DynamoType.size counts for each type: a list's elements and a map's values are attribute
+    # objects already, a set's members bare values of the set's scalar type; BOOL and NULL count 1.
     if kind == "S":
-        return _bytes(value)
+        return bytesize(value)
     if kind == "N":
         return len(str(value))
     if kind == "M":
-        return sum(_bytes(name) + _value_size(inner.type, inner.value) for name, inner in value.items())
+        return sum(bytesize(name) + _value_size(inner.type, inner.value) for name, inner in value.items())
     if kind == "L":
         return sum(_value_size(element.type, element.value) for element in value)
     if kind in ("SS", "NS", "BS"):
         return sum(_value_size(kind[0], member) for member in value)
     if isinstance(value, bool):
         return 1
-    return _bytes(value)
+    return bytesize(value)

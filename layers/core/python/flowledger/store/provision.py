@@ -147,24 +147,12 @@ def create_bucket(aws: AwsClients, spec: BucketSpec, region: str) -> None:
         aws.s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
 
 
-def create_data_key(aws: AwsClients, alias: str) -> None:
-    """The customer-managed key that seals PII fields, under ``alias``, unless it exists."""
-    aliases = {a["AliasName"] for a in aws.kms.list_aliases().get("Aliases", [])}
-    if alias in aliases:
+def create_key(aws: AwsClients, alias: str, description: str, existing: set[str], **spec: str) -> None:
+    """A customer-managed KMS key under ``alias`` (``spec``: its KeyUsage and KeySpec), unless ``existing`` has it."""
+    if alias in existing:
         return
-    key_id = aws.kms.create_key(Description="Flowledger data at rest")["KeyMetadata"]["KeyId"]
+    key_id = aws.kms.create_key(Description=description, **spec)["KeyMetadata"]["KeyId"]
     aws.kms.create_alias(AliasName=alias, TargetKeyId=key_id)
-
-
-def create_signing_key(aws: AwsClients, alias: str) -> None:
-    """The Ed25519 key that signs the ledger's checkpoints, under ``alias``, unless it exists."""
-    aliases = {a["AliasName"] for a in aws.kms.list_aliases().get("Aliases", [])}
-    if alias in aliases:
-        return
-    key = aws.kms.create_key(
-        Description="Flowledger ledger checkpoints", KeyUsage="SIGN_VERIFY", KeySpec="ECC_NIST_EDWARDS25519"
-    )
-    aws.kms.create_alias(AliasName=alias, TargetKeyId=key["KeyMetadata"]["KeyId"])
 
 
 def upload_cors_rule(origins: Iterable[str]) -> dict[str, Any]:
@@ -205,5 +193,13 @@ def provision_all(aws: AwsClients, settings: Settings, *, upload_origins: Iterab
     origins = list(upload_origins)
     if origins:
         allow_browser_uploads(aws, origins)
-    create_data_key(aws, settings.data_key_id)
-    create_signing_key(aws, settings.ledger_signing_key_id)
+    aliases = {a["AliasName"] for a in aws.kms.list_aliases().get("Aliases", [])}
+    create_key(aws, settings.data_key_id, "Flowledger data at rest", aliases)  # seals PII fields
+    create_key(
+        aws,
+        settings.ledger_signing_key_id,
+        "Flowledger ledger checkpoints",  # signs them as notes (ledger/checkpoint_notes.py)
+        aliases,
+        KeyUsage="SIGN_VERIFY",
+        KeySpec="ECC_NIST_EDWARDS25519",
+    )
