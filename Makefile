@@ -111,6 +111,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy --strict tools/verify_bundle.py  # the standalone verifier: outside the package on purpose
 
 format: install
 	$(BIN)/ruff format .

@@ -4,6 +4,9 @@ checkpoint's signed note, which that key (and nothing of the operator's) verifie
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -48,3 +51,27 @@ def test_the_latest_checkpoint_is_a_note_the_public_key_verifies(server: Any) ->
     forged = note.text.replace(f"\n{lines.size}\n", f"\n{lines.size + 1}\n")
     with pytest.raises(ValueError):  # a size changed after signing no longer verifies
         verify(parse_note(answer.json()["note"].replace(note.text, forged)), key)
+
+
+def test_an_evidence_bundle_from_the_admin_route_passes_the_standalone_verifier(server: Any, tmp_path: Any) -> None:
+    admin = server.data_dir.admin_credentials()
+    events_url = f"{server.base_url}/admin/v1/audit/events?limit=1"
+    subject = httpx.get(events_url, headers=sigv4_headers(admin, "GET", events_url), timeout=30).json()["events"][0][
+        "subject"
+    ]
+    taken = server.cli("jobs", "run", "ledger_checkpoint", "--data-dir", str(server.data_dir.path))
+    assert taken.returncode == 0, taken.stderr
+    url = f"{server.base_url}/admin/v1/audit/bundles?subject={subject}"
+    assert httpx.get(url, timeout=30).status_code == 403  # unsigned: refused before the subject is read
+    answer = httpx.get(url, headers=sigv4_headers(admin, "GET", url), timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("application/json")
+    bundle = tmp_path / "bundle.json"
+    bundle.write_bytes(answer.content)
+    vkey = httpx.get(f"{server.base_url}{KEY_PATH}", timeout=30).json()["vkey"]
+    tool = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
+    ran = subprocess.run([sys.executable, str(tool), str(bundle), "--log-key", vkey], capture_output=True, text=True)
+    assert ran.returncode == 0 and f"bundle OK: {subject}" in ran.stdout, ran.stdout + ran.stderr
+    bad = f"{server.base_url}/admin/v1/audit/bundles?subject=not%20a%20subject"
+    refused = httpx.get(bad, headers=sigv4_headers(admin, "GET", bad), timeout=30)
+    assert refused.status_code == 422 and "subject" in refused.text

@@ -614,9 +614,9 @@ def audited_flow(env: Env) -> Values:
 
 
 def checkpointed(env: Env) -> Values:
-    open_flow(env)
+    flow_id = open_flow(env)
     env.job("ledger_checkpoint")
-    return {}
+    return {"subject": f"flow:{flow_id}"}
 
 
 def chat_session(env: Env) -> Values:
@@ -820,6 +820,7 @@ PATHWAYS = Route("GET", "/admin/v1/pathways", ADMIN, closed_flow, query={"trigge
 EVENTS = Route("GET", "/admin/v1/audit/events", ADMIN, audited_flow, query={"subject": "{subject}"})
 CHECKPOINT = Route("GET", "/admin/v1/audit/checkpoints/latest", ADMIN, checkpointed)
 CHECKPOINT_NOTE = Route("GET", "/admin/v1/audit/checkpoints/latest/note", ADMIN, checkpointed)
+BUNDLE = Route("GET", "/admin/v1/audit/bundles", ADMIN, checkpointed, query={"subject": "{subject}"})
 LEDGER_KEY = Route("GET", "/.well-known/flowledger/ledger-key", None)
 HEALTH = Route("GET", "/health", None)
 ME = Route("GET", "/api/me", PATIENT)
@@ -971,6 +972,7 @@ ROWS: list[Row] = [
     Row(EVENTS, None),
     Row(CHECKPOINT, None),
     Row(CHECKPOINT_NOTE, None),
+    Row(BUNDLE, None),
     Row(LEDGER_KEY, None),
     # jobs (actor system:<job>)
     Row(Job("heartbeat"), None),

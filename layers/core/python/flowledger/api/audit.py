@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.api_gateway import Response, Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -16,9 +16,9 @@ from pydantic import BaseModel, BeforeValidator, Field
 from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal
 from flowledger.errors import InvalidInput, NotFound
-from flowledger.ledger.audit import checkpoints_of
+from flowledger.ledger.audit import checkpoints_of, export_bundle
 from flowledger.ledger.checkpoints import Checkpoint
-from flowledger.ledger.events import AuditEvent, timestamp
+from flowledger.ledger.events import AuditEvent, Token, timestamp
 from flowledger.ledger.signed_note import VerifierKey
 from flowledger.ledger.store import SubjectCursor
 from flowledger.store.cursors import decode_cursor, encode_cursor
@@ -117,6 +117,29 @@ def latest_checkpoint_note() -> CheckpointNote:
     if latest is None or note is None:
         raise NotFound("no signed checkpoint has been taken yet")
     return CheckpointNote(checkpoint_id=latest, note=note)
+
+
+@router.get(
+    "/admin/v1/audit/bundles",
+    summary="The evidence bundle of one subject: its events, their proofs, the signed checkpoints",
+    description=(
+        "RFC 8785 canonical JSON (format flowledger-evidence-bundle/1), for tools/verify_bundle.py: the subject's "
+        "events a checkpoint covers (at most 5,000), one multi-leaf inclusion proof a chain, the first checkpoint "
+        "covering them as a signed and cosigned note, and the consistency proof from it to the latest. "
+        "Events newer than the latest checkpoint are left out (the Flowledger-Left-Out header counts them)."
+    ),
+    tags=["audit"],
+    responses={200: {"content": {"application/json": {}}}},
+)
+def evidence_bundle(subject: Annotated[Token, Query(description="e.g. flow:fl_01J...")]) -> Response[bytes]:
+    iam_principal(router.current_event.raw_event)
+    bundled = export_bundle(services_of(router), subject)
+    return Response(
+        200,
+        "application/json",
+        bundled.bundle.to_bytes(),
+        headers={"Flowledger-Left-Out": str(bundled.left_out)},
+    )
 
 
 class LedgerKey(BaseModel):

@@ -1,4 +1,4 @@
-"""`flowledger audit verify|proof|check-proof|key`: the audit ledger's checks, inclusion proofs and signing key."""
+"""`flowledger audit ...`: the audit ledger's checks, its proofs and evidence bundles, and its signing key."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``audit verify``, ``proof``, ``check-proof``, ``consistency``, ``check-consistency`` and ``key``."""
+    """Add ``audit verify``, ``proof``, ``check-proof``, ``consistency``, ``check-consistency``, ``bundle``, ``key``."""
     audit = actions(
         command(commands, "audit", "verify the audit ledger, write and check its proofs, show its key"), "audit_command"
     )
@@ -59,6 +59,17 @@ def add_commands(commands: Any) -> None:
         cmd_audit_check_consistency,
     )
     check_consistency.add_argument("file", help="the consistency proof file")
+    bundle = command(
+        audit,
+        "bundle",
+        "write the evidence bundle of one subject: its events, their proofs and the signed checkpoints",
+        cmd_audit_bundle,
+        "Anyone checks it with tools/verify_bundle.py (Python and `cryptography`, nothing of this project) and the"
+        " keys from `flowledger audit key` and your witnesses: python verify_bundle.py BUNDLE --log-key VKEY.",
+    )
+    bundle.add_argument("--subject", required=True, help="the subject, e.g. flow:fl_01J...")
+    bundle.add_argument("--out", help="where to write it (default SUBJECT.bundle.json, ':' as '_')")
+    store_option(bundle)
     key = command(
         audit,
         "key",
@@ -189,4 +200,32 @@ def cmd_audit_check_consistency(args: argparse.Namespace) -> int:
         print(f"consistency proof INVALID: {exc}")
         return 1
     print(f"consistency proof OK: {proof.later.checkpoint_id} extends {proof.earlier.checkpoint_id}")
+    return 0
+
+
+def cmd_audit_bundle(args: argparse.Namespace) -> int:
+    from pydantic import TypeAdapter, ValidationError
+
+    from flowledger.ledger.audit import export_bundle
+    from flowledger.ledger.events import Token
+
+    try:
+        TypeAdapter(Token).validate_python(args.subject)
+    except ValidationError:
+        raise InvalidInput(f"not a subject: {args.subject!r} (e.g. flow:fl_01J...)") from None
+    out = Path(args.out or f"{args.subject.replace(':', '_').replace('/', '_')}.bundle.json")
+    if not out.parent.is_dir():
+        raise CommandFailed(f"{out}: no directory {out.parent}")
+    bundled = export_bundle(store.services(args.data_dir), args.subject)
+    bundle = bundled.bundle
+    body = bundle.to_bytes()
+    write_file(out, body)
+    print(
+        f"wrote {out}: {counted(len(bundle.events), 'event')} of {args.subject} under checkpoint "
+        f"{bundle.checkpoint.checkpoint_id} ({len(body):,} bytes)"
+    )
+    if bundle.consistency is not None:
+        print(f"with the proof that the latest checkpoint, {bundle.consistency.later.checkpoint_id}, extends it")
+    if bundled.left_out:
+        print(f"{counted(bundled.left_out, 'newer event')} left out: no checkpoint covers them yet")
     return 0

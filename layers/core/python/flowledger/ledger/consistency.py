@@ -49,15 +49,17 @@ class ConsistencyProof(BaseModel):
     later: Checkpoint = Field(alias="to")
     chains: list[ChainConsistency]
 
+    def to_json(self) -> dict[str, object]:
+        """The proof as the file holds it (a head without a tree root written as it always was)."""
+        return {
+            "format": self.format,
+            "from": self.earlier.model_dump(exclude_none=True),
+            "to": self.later.model_dump(exclude_none=True),
+            "chains": [chain.model_dump() for chain in self.chains],
+        }
+
     def to_bytes(self) -> bytes:
-        return canonical(
-            {
-                "format": self.format,
-                "from": self.earlier.model_dump(exclude_none=True),
-                "to": self.later.model_dump(exclude_none=True),
-                "chains": [chain.model_dump() for chain in self.chains],
-            }
-        )
+        return canonical(self.to_json())
 
 
 TreeOf = Callable[[str, int], ChainTree]  # (chain_id, size) -> that chain's tree of that many events
