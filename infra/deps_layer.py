@@ -70,6 +70,8 @@ FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "chat": ("base", "chat"),
     # a trial stage's custom resource: boto3 only (from the base layer: the SDK the tests ran)
     "locked_bucket_emptier": ("base",),
+    # the ledger witness, deployed in a stack of its own (infra/witness_stack.py)
+    "witness": ("base",),
 }
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==\S+")

@@ -47,6 +47,7 @@ ENTRY_MODULES = {
     "documents": ["flowledger.api.registry", "flowledger.api.workspaces", "flowledger.api.documents"],
     "jobs": ["flowledger.jobs"],
     "chat": ["flowledger.api.chat_app"],
+    "witness": ["flowledger.witness.lambda_handler"],
     "locked_bucket_emptier": ["boto3"],  # its handler's one third-party import (test_stages imports it)
 }
 # Reachable in the source but never run in that function, each for a stated reason.
@@ -59,6 +60,7 @@ NEVER_RUN = {
     "core": {"openai", "httpx"},
     "audit": {"openai", "httpx"},
     "research": {"openai", "httpx"},
+    "witness": {"openai", "httpx"},
     "documents": {"httpx"},  # it never embeds pathways (Voyage)
     # The research agents search the knowledge base (never convert a document: pypdf, openpyxl) and never
     # ask the offline model for a table plan (duckdb); those imports are lazy, inside the paths that do.

@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flowledger.errors import ConfigurationError
+from flowledger.ledger.witnessing import WitnessEndpoint
 
 
 class CriticDispatchStrategy(StrEnum):
@@ -74,6 +75,17 @@ class Settings(BaseSettings):
     checkpoint_minutes: int = Field(5, validation_alias="FLOWLEDGER_CHECKPOINT_MINUTES", ge=1, le=60)
     # Audit chains per deployment; fixed for a deployment's life (checkpoints fold every chain's head).
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=1000)
+    # The witnesses the checkpoint job submits each checkpoint to (a JSON list of {"url", "vkey"}), and how
+    # many good cosignatures a checkpoint needs (default: every witness's) before it counts as witnessed.
+    witnesses: list[WitnessEndpoint] = Field(default_factory=list, validation_alias="FLOWLEDGER_WITNESSES")
+    witness_quorum_setting: int | None = Field(None, validation_alias="FLOWLEDGER_WITNESS_QUORUM", ge=1)
+    witness_timeout_seconds: float = Field(5.0, validation_alias="FLOWLEDGER_WITNESS_TIMEOUT_SECONDS", gt=0, le=60)
+    # A witness deployed as a Lambda (infra/witness_stack.py): its name, KMS key, state table and the logs it
+    # witnesses (a JSON list of the logs' verifier keys).
+    witness_name: str | None = Field(None, validation_alias="FLOWLEDGER_WITNESS_NAME")
+    witness_key_id: str | None = Field(None, validation_alias="FLOWLEDGER_WITNESS_KEY_ID")
+    witness_table: str | None = Field(None, validation_alias="FLOWLEDGER_WITNESS_TABLE")
+    witness_logs: list[str] = Field(default_factory=list, validation_alias="FLOWLEDGER_WITNESS_LOGS")
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
     # Browser origins allowed to call the API (comma-separated), e.g. the console's.
     cors_origins: str = Field("", validation_alias="FLOWLEDGER_CORS_ORIGINS")
@@ -206,7 +218,17 @@ class Settings(BaseSettings):
                 "FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY "
                 "(or FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN, or a base URL)"
             )
+        if self.witness_quorum_setting is not None and self.witness_quorum_setting > len(self.witnesses):
+            raise ValueError(
+                f"FLOWLEDGER_WITNESS_QUORUM is {self.witness_quorum_setting}, more than the"
+                f" {len(self.witnesses)} witnesses in FLOWLEDGER_WITNESSES"
+            )
         return self
+
+    @property
+    def witness_quorum(self) -> int:
+        """How many good cosignatures a checkpoint needs: the configured quorum, else every witness's."""
+        return self.witness_quorum_setting or len(self.witnesses)
 
     @property
     def data_key_id(self) -> str:

@@ -25,6 +25,7 @@ from flowledger.cli import (
     research,
     serve,
     token,
+    witness,
 )
 from flowledger.cli.failures import aws_refusal, fail
 from flowledger.cli.flows import group as flows
@@ -35,7 +36,7 @@ DESCRIPTION = (
     " knowledge documents and chat. Store commands use a running dev server with --data-dir, AWS otherwise."
 )
 EPILOG = "exit status: 0 done, 1 a check or an answer failed, 2 the command could not run, 130 interrupted"
-GROUPS = (serve, token, jobs, audit, backlog, pathways, knowledge, research, evaluation, flows, model, chat)
+GROUPS = (serve, token, jobs, audit, witness, backlog, pathways, knowledge, research, evaluation, flows, model, chat)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -10,19 +11,23 @@ from datetime import datetime
 from decimal import Decimal
 
 from flowledger.errors import InvalidInput, NotFound, UndecodableItem
+from flowledger.ledger.bundle import MAX_EVENTS, EvidenceBundle, build_bundle
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
 from flowledger.ledger.chain_trees import chain_tree, with_tree_roots
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
-from flowledger.ledger.consistency import ConsistencyProof, InvalidConsistency, build_consistency
+from flowledger.ledger.consistency import ConsistencyProof, InvalidConsistency, TreeOf, build_consistency
 from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id
 from flowledger.ledger.extension import extension_problems
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
+from flowledger.ledger.witnessing import WitnessFailed, checkpoint_size, cosigned_by, submit_to_witnesses
 from flowledger.services import Services
 from flowledger.store.decoding import DECODE_ERRORS, undecodable
 
 # 1 when the checkpoint job refused to sign (the heads do not extend the last checkpoint), else 0: alarmed on.
 CHECKPOINT_REFUSED_METRIC = "ledger.checkpoint.refused"
+# 1 when a checkpoint has fewer good witness cosignatures than the quorum (witnesses configured), else 0.
+CHECKPOINT_UNWITNESSED_METRIC = "ledger.checkpoint.unwitnessed"
 
 logger = logging.getLogger("flowledger.ledger")
 
@@ -54,7 +59,8 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
     previous = _latest_readable(store, findings, services.clock())
     positions = [(h.chain_id, h.position) for h in sorted(heads, key=lambda h: h.chain_id)]
     if not findings and previous is not None and [(h.chain_id, h.position) for h in previous.heads] == positions:
-        return {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
+        skipped: dict[str, object] = {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
+        return skipped | _witness_again(store, previous, services)
     read: dict[str, list[AuditEvent]] = {}
     problems = extension_problems(previous, heads, ledger, read) if previous is not None else []
     services.metrics.emit(CHECKPOINT_REFUSED_METRIC, 1 if problems else 0, "Count", {"service": "jobs"})
@@ -72,10 +78,61 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
         "checkpoint_id": checkpoint.checkpoint_id,
         "chains": len(heads),
         "events": sum(head.seq for head in heads),
+        **_witness(store, checkpoint, previous.checkpoint_id if previous else None, services),
     }
     if findings:
         result["findings"] = [finding.describe() for finding in findings]
     return result
+
+
+def _witness(
+    store: CheckpointStore, checkpoint: Checkpoint, since: str | None, services: Services, *, missing: bool = False
+) -> dict[str, object]:
+    """Submit the checkpoint's note to the configured witnesses (only those yet to cosign it, with ``missing``),
+    keep the good cosignatures beside it, and emit ``CHECKPOINT_UNWITNESSED_METRIC``.
+
+    The proof sent starts at ``since`` (the previous checkpoint); a witness holding another checkpoint
+    names it, and the proof is rebuilt from that one. The result names the witnesses that failed, and why.
+    """
+    settings = services.settings
+    note = store.note(checkpoint.checkpoint_id) or ""
+    done = cosigned_by(note, settings.witnesses)
+    pending = [w for w in settings.witnesses if not (missing and w.name in done)]
+    tiles = services.aws.table_name("ledger_tiles")
+
+    def proof_from(held: str | None) -> tuple[int, dict[str, object] | None]:
+        if held is None:
+            return 0, None
+        try:
+            earlier = store.get(held)
+            proof = build_consistency(
+                earlier, checkpoint, lambda chain_id, size: chain_tree(services.aws.dynamodb, tiles, chain_id, size)
+            )
+        except (store.missing, ValueError) as exc:  # InvalidConsistency is a ValueError
+            raise WitnessFailed(f"no consistency proof from checkpoint {held}: {exc}") from None
+        return checkpoint_size(earlier), json.loads(proof.to_bytes())
+
+    outcome = submit_to_witnesses(pending, note, checkpoint, since, proof_from, settings.witness_timeout_seconds)
+    if outcome.cosignatures:
+        store.put_cosignatures(
+            checkpoint.checkpoint_id, [*store.cosignatures(checkpoint.checkpoint_id), *outcome.cosignatures]
+        )
+    cosigned = done | cosigned_by(store.note(checkpoint.checkpoint_id) or "", settings.witnesses)
+    unwitnessed = bool(settings.witnesses) and len(cosigned) < settings.witness_quorum
+    services.metrics.emit(CHECKPOINT_UNWITNESSED_METRIC, 1 if unwitnessed else 0, "Count", {"service": "jobs"})
+    if not settings.witnesses:
+        return {}
+    if unwitnessed:
+        logger.error("checkpoint %s unwitnessed: %s", checkpoint.checkpoint_id, outcome.failures)
+    return {"witnessed_by": sorted(cosigned), "witness_failures": outcome.failures, "unwitnessed": unwitnessed}
+
+
+def _witness_again(store: CheckpointStore, latest: Checkpoint, services: Services) -> dict[str, object]:
+    """On a run with nothing new, the latest checkpoint goes again to the witnesses that have not cosigned it."""
+    witnesses = services.settings.witnesses
+    if not witnesses or len(cosigned_by(store.note(latest.checkpoint_id) or "", witnesses)) == len(witnesses):
+        return {}
+    return _witness(store, latest, None, services, missing=True)
 
 
 def _latest_readable(store: CheckpointStore, findings: list[Finding], now: datetime) -> Checkpoint | None:
@@ -266,13 +323,80 @@ def prove_consistency(services: Services, earlier_id: str, later_id: str | None)
     earlier, later = (_checkpoint(store, wanted) for wanted in (earlier_id, later_id))
     if later_id < earlier_id:
         raise InvalidInput(f"{later_id} was taken before {earlier_id}: give the earlier one as --from")
-    table = services.aws.table_name("ledger_tiles")
     try:
-        return build_consistency(
-            earlier, later, lambda chain_id, size: chain_tree(services.aws.dynamodb, table, chain_id, size)
-        )
+        return build_consistency(earlier, later, _trees(services))
     except InvalidConsistency as exc:
         raise InvalidInput(str(exc)) from None
+
+
+def _trees(services: Services) -> TreeOf:
+    table = services.aws.table_name("ledger_tiles")
+    return lambda chain_id, size: chain_tree(services.aws.dynamodb, table, chain_id, size)
+
+
+ANCHOR_CANDIDATES = 20  # checkpoints after a subject's last event tried as its anchor before the latest is used
+
+
+@dataclass(frozen=True)
+class Bundled:
+    bundle: EvidenceBundle
+    left_out: int  # the subject's events newer than the latest checkpoint: in the next bundle, not this one
+
+
+def export_bundle(services: Services, subject: str) -> Bundled:
+    """The evidence bundle of ``subject``'s events (``ledger/bundle.py``).
+
+    Its checkpoint is the first signed one that covers every event (a bundle made next month names the
+    same one), with the consistency proof from it to the latest checkpoint and the latest's note.
+    """
+    events: list[AuditEvent] = []
+    cursor = None
+    while True:
+        page, cursor = services.ledger.subject_page(subject, 200, None, None, cursor)
+        events += page
+        if len(events) > MAX_EVENTS:
+            raise InvalidInput(f"{subject} has more than {MAX_EVENTS:,} audit events; a bundle holds at most that many")
+        if cursor is None:
+            break
+    if not events:
+        raise NotFound(f"no audit events for {subject}")
+    store = checkpoints_of(services)
+    latest_id = store.latest_id(services.clock())
+    latest = _checkpoint(store, latest_id) if latest_id else None
+    covered = [event for event in events if latest is not None and _covers(latest, [event])]
+    if latest is None or latest_id is None or not covered:
+        raise NotFound(f"no checkpoint covers {subject}'s events yet; the next one is taken within minutes")
+    anchor = _anchor(store, covered) or latest
+    note, latest_note = store.note(anchor.checkpoint_id), store.note(latest_id)
+    if note is None or latest_note is None:
+        raise NotFound("the checkpoints covering these events were taken before checkpoints were signed")
+    trees = _trees(services)
+    try:
+        consistency = build_consistency(anchor, latest, trees) if anchor.checkpoint_id != latest_id else None
+        bundle = build_bundle(subject, covered, anchor, note, trees, consistency, latest_note if consistency else None)
+    except (InvalidConsistency, ValueError) as exc:
+        raise InvalidInput(f"no bundle for {subject}: {exc}; `flowledger audit verify` checks the ledger") from None
+    return Bundled(bundle, len(events) - len(covered))
+
+
+def _covers(checkpoint: Checkpoint, events: list[AuditEvent]) -> bool:
+    """Whether every event is under ``checkpoint``'s head of its chain, in a chain with a tree root."""
+    for event in events:
+        head = checkpoint.head_of(event.chain_id)
+        if head is None or head.seq < event.seq or head.tree_root is None:
+            return False
+    return True
+
+
+def _anchor(store: CheckpointStore, events: list[AuditEvent]) -> Checkpoint | None:
+    """The first signed checkpoint after the newest event that covers them all (a few listed, not every one)."""
+    newest = max(event.at for event in events)
+    after = newest.replace("-", "").replace(":", "").replace(".", "")  # as checkpoint ids are written
+    for checkpoint_id in itertools.islice(store.iter_ids(start_after=after), ANCHOR_CANDIDATES):
+        checkpoint = _checkpoint(store, checkpoint_id)
+        if _covers(checkpoint, events) and store.note(checkpoint_id) is not None:
+            return checkpoint
+    return None
 
 
 def _checkpoint(store: CheckpointStore, checkpoint_id: str) -> Checkpoint:

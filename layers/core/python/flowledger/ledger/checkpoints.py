@@ -7,7 +7,7 @@ their own. In AWS they live in an S3 bucket with Object Lock in compliance mode.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ from flowledger.ledger.merkle import inclusion_path, merkle_root
 
 PREFIX = "checkpoints/"
 JSON, NOTE = ".json", ".note"  # a checkpoint, and the same checkpoint as a signed note
+COSIGNATURES = ".cosignatures"  # the witnesses' cosignature lines of its note (ledger/witnessing.py)
 RECENT_DAYS = 8  # how far back the checkpoint job looks a day at a time for the last checkpoint
 
 
@@ -109,25 +110,50 @@ class CheckpointStore:
             ContentType="text/plain; charset=utf-8",
         )
 
+    def put_cosignatures(self, checkpoint_id: str, lines: list[str]) -> None:
+        """The witnesses' cosignature lines of the checkpoint's note (each verified), beside it.
+
+        A later run that gathers more writes the whole set again: a new version, the older ones kept.
+        """
+        self._s3.put_object(
+            Bucket=self._bucket,
+            Key=f"{PREFIX}{checkpoint_id}{COSIGNATURES}",
+            Body="".join(lines).encode(),
+            ContentType="text/plain; charset=utf-8",
+        )
+
+    def cosignatures(self, checkpoint_id: str) -> list[str]:
+        """The cosignature lines kept for the checkpoint, each ending with a newline; none before any."""
+        body = self._read(f"{checkpoint_id}{COSIGNATURES}")
+        return [] if body is None else [line + "\n" for line in body.splitlines() if line]
+
     def note(self, checkpoint_id: str) -> str | None:
-        """The checkpoint's signed note; None for a checkpoint taken before notes were signed."""
+        """The checkpoint's signed note, its witnesses' cosignatures appended; None before notes were signed."""
+        body = self._read(f"{checkpoint_id}{NOTE}")
+        if body is None:
+            return None
+        lines = [line for line in self.cosignatures(checkpoint_id) if line not in body]
+        return body + "".join(lines) if lines and body.endswith("\n") else body
+
+    def _read(self, name: str) -> str | None:
         try:
-            body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}{NOTE}")["Body"].read()
+            body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{name}")["Body"].read()
         except self.missing:
             return None
         return str(body.decode())
 
     def ids(self, prefix: str = "", *, start_after: str = "") -> list[str]:
         """Every checkpoint id (that starts with ``prefix``, and sorts after ``start_after``), oldest first."""
-        found: list[str] = []
+        return sorted(self.iter_ids(prefix, start_after=start_after))
+
+    def iter_ids(self, prefix: str = "", *, start_after: str = "") -> Iterator[str]:
+        """``ids`` a listing page at a time (S3 lists keys in order): stop early and the rest is never listed."""
         listing: dict[str, str] = {"Bucket": self._bucket, "Prefix": PREFIX + prefix}
         if start_after:
             listing["StartAfter"] = PREFIX + start_after
-        pages = self._s3.get_paginator("list_objects_v2").paginate(**listing)
-        for page in pages:
+        for page in self._s3.get_paginator("list_objects_v2").paginate(**listing):
             keys = [obj["Key"] for obj in page.get("Contents", [])]
-            found += [key[len(PREFIX) : -len(JSON)] for key in keys if key.endswith(JSON)]
-        return sorted(found)
+            yield from (key[len(PREFIX) : -len(JSON)] for key in keys if key.endswith(JSON))
 
     def get(self, checkpoint_id: str) -> Checkpoint:
         body = self._s3.get_object(Bucket=self._bucket, Key=f"{PREFIX}{checkpoint_id}{JSON}")["Body"].read()
