@@ -14,6 +14,7 @@ from pathlib import Path
 BENCHMARKS = [
     "import_time.py",
     "ledger.py",
+    "evidence.py",
     "flows.py",
     "chat.py",
     "diagnosis.py",
