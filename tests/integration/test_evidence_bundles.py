@@ -196,6 +196,14 @@ def _forge_checkpoint(bundle: dict[str, Any]) -> None:
     bundle["consistency"]["from"] = bundle["checkpoint"]
 
 
+def _forge_note(bundle: dict[str, Any], services: Services) -> None:
+    """A forged checkpoint, and its note's text rewritten to name it under the real signature line."""
+    _forge_checkpoint(bundle)
+    signatures = bundle["checkpoint_note"].split("\n\n", 1)[1]
+    text = checkpoint_text(services.checkpoint_signer.origin, Checkpoint.model_validate(bundle["checkpoint"]))
+    bundle["checkpoint_note"] = text + "\n" + signatures
+
+
 def _drop_step(bundle: dict[str, Any], services: Services) -> None:
     """A step event left out, the inclusion proof remade without it (an operator can: it has the tiles)."""
     from flowledger.ledger.audit import _trees
@@ -221,6 +229,7 @@ TAMPERS: dict[str, tuple[Callable[[dict[str, Any], Services], object], str]] = {
     "dropped event": (lambda b, s: b["events"].pop(3), "too few nodes|do not lead"),
     "dropped step, proof remade": (_drop_step, f"closed with {STEPS} steps, the bundle has {STEPS - 1}"),
     "forged checkpoint": (lambda b, s: _forge_checkpoint(b), "does not name this checkpoint"),
+    "forged checkpoint and note": (_forge_note, "signature by .* does not verify"),
     "changed root": (lambda b, s: b["checkpoint"].update(root="1" * 64), "does not match its hash"),
     "other key": (
         lambda b, s: _resign_with(Ed25519PrivateKey.generate(), s.checkpoint_signer.origin)(b),
