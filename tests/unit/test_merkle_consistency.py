@@ -3,6 +3,8 @@ pair of tree sizes a proof that verifies, which any change to a leaf, a node or 
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +14,8 @@ from flowledger.ledger.merkle_consistency import (
     InconsistentTrees,
     consistency_proof,
     inclusion_proof_of,
+    multi_inclusion_proof_of,
+    root_from_leaves,
     subtree_root,
     verify_consistency,
 )
@@ -94,3 +98,33 @@ def test_an_inclusion_path_from_subtree_roots_is_the_one_the_inclusion_proofs_us
     path = inclusion_proof_of(index, len(leaves), lambda start, end: subtree_root(hashed[start:end]))
     assert path == inclusion_path(index, leaves)
     assert root_from_path(index, len(leaves), leaves[index], path) == merkle_root(leaves)
+
+
+@given(st.lists(st.binary(max_size=8), min_size=1, max_size=70), st.data())
+def test_a_multi_leaf_proof_gives_the_root_for_any_set_of_leaves_and_nothing_else(
+    leaves: list[bytes], data: st.DataObject
+) -> None:
+    hashed = [leaf_hash(leaf) for leaf in leaves]
+    n = len(hashed)
+    chosen = data.draw(st.sets(st.integers(0, n - 1), min_size=1))
+
+    def root_of(start: int, end: int) -> bytes:
+        assert not any(start <= i < end for i in chosen)  # never a subtree holding a proven leaf
+        return subtree_root(hashed[start:end])
+
+    nodes = multi_inclusion_proof_of(n, chosen, root_of)
+    known = {i: hashed[i] for i in chosen}
+    assert root_from_leaves(n, known, nodes) == merkle_root(leaves)
+    assert len(nodes) <= len(chosen) * max(1, n.bit_length())  # at most one path a leaf, shared nodes once
+    some = data.draw(st.sampled_from(sorted(chosen)))
+    changed = {**known, some: leaf_hash(b"other" + leaves[some])}
+    assert root_from_leaves(n, changed, nodes) != merkle_root(leaves)
+    if nodes:
+        with pytest.raises(ValueError, match="too few"):
+            root_from_leaves(n, known, nodes[:-1])
+    with pytest.raises(ValueError, match="no leaf needs"):
+        root_from_leaves(n, known, [*nodes, hashed[0]])
+    if len(chosen) > 1:  # a leaf left out: the nodes no longer fit, or lead elsewhere
+        fewer = {i: v for i, v in known.items() if i != some}
+        with contextlib.suppress(ValueError):
+            assert root_from_leaves(n, fewer, nodes) != merkle_root(leaves)
