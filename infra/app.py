@@ -9,8 +9,10 @@ from pathlib import Path
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from infra.constructs.witnesses import WitnessSettings
 from infra.deps_layer import build_dependency_layers, placeholder_layers
 from infra.stack import FlowledgerStack, StackSettings
+from infra.witness_stack import WitnessStack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,12 +42,19 @@ def build_app(skip_dependencies_layer: bool | None = None, outdir: Path | None =
         lwa_layer_version=int(context("flowledger:lwaLayerVersion") or 27),
         cors_origins=str(context("flowledger:corsOrigins") or ""),
     )
-    FlowledgerStack(
-        app,
-        "Flowledger",
-        settings=settings,
-        env=Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")),
-    )
+    env = Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION"))
+    FlowledgerStack(app, "Flowledger", settings=settings, env=env)
+    # flowledger:witness: a witness of Flowledger logs in a second stack (`cdk deploy FlowledgerWitness`).
+    witness = WitnessSettings.from_context(app.node)
+    if witness is not None:
+        WitnessStack(
+            app,
+            "FlowledgerWitness",
+            prefix=settings.prefix,
+            settings=witness,
+            dependencies_folder=dependencies,
+            env=env,
+        )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 

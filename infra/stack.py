@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Aws, CfnOutput, Environment, Stack, Validations
+from aws_cdk import Aws, CfnOutput, Environment, Stack
 from constructs import Construct
 
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
@@ -24,11 +24,13 @@ from infra.constructs.functions import FunctionDefaults, python_function
 from infra.constructs.jobs import Jobs
 from infra.constructs.layers import Layers
 from infra.constructs.model_config import MODEL_CONTEXT, EmbeddingModels, ModelAccess
+from infra.constructs.nag import acknowledge_basic_execution_role
 from infra.constructs.operations import Operations, Watched
 from infra.constructs.research_loop import LOOP_CONTEXT, ResearchLoopSwitches
 from infra.constructs.stage import STAGE_CONTEXT, StagePolicy
 from infra.constructs.trial_cleanup import LockedBucketCleanup
 from infra.constructs.waf import Waf, WafSettings
+from infra.constructs.witnesses import WitnessClients
 
 CHECKPOINT_CONTEXT = "flowledger:checkpointMinutes"
 # What each capability's function may touch; anything not named here is denied.
@@ -200,6 +202,8 @@ class FlowledgerStack(Stack):
             checkpoint_minutes=int(self.node.try_get_context(CHECKPOINT_CONTEXT) or 5),
         )
         data.grant(jobs.function, JOBS_ACCESS)
+        # flowledger:witnesses and flowledger:witnessQuorum: where the checkpoint job submits each checkpoint.
+        WitnessClients.from_context(self.node).apply(jobs.function)
         loop = ResearchLoopSwitches.from_context(self.node)
         if loop.enabled and not model.reaches_a_server:
             # The offline model would answer real rows, and its confident answers would seed pathways.
@@ -243,10 +247,4 @@ class FlowledgerStack(Stack):
         )
         self.data = data
         CfnOutput(self, "ApiUrl", value=api.rest_api.url)
-        Validations.of(self).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AWSLambdaBasicExecutionRole]",
-                reason="The AWS-managed basic execution role grants only CloudWatch Logs writes.",
-            ),
-        )
+        acknowledge_basic_execution_role(self)

@@ -21,8 +21,11 @@ _DESCRIPTIONS = {
 class Layers(Construct):
     """The core layer and one layer per entry of ``LAYER_ROOTS``, handed out per function by ``for_function``."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, dependencies_folder: Path) -> None:
-        """``dependencies_folder`` holds one built layer per name (``<name>/python``): ``build_dependency_layers``."""
+    def __init__(
+        self, scope: Construct, construct_id: str, *, dependencies_folder: Path, only: tuple[str, ...] | None = None
+    ) -> None:
+        """``dependencies_folder`` holds one built layer per name (``<name>/python``): ``build_dependency_layers``;
+        ``only`` makes just those (a stack of one function)."""
         super().__init__(scope, construct_id)
         self.core = lambda_.LayerVersion(
             self,
@@ -42,6 +45,7 @@ class Layers(Construct):
                 compatible_architectures=[ARCHITECTURE],
             )
             for name in LAYER_ROOTS
+            if only is None or name in only
         }
 
     def for_function(self, name: str) -> list[lambda_.ILayerVersion]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import CfnResource, Stack, Token
+from aws_cdk import Acknowledgment, CfnResource, Stack, Token, Validations
 from constructs import IConstruct
 
 
@@ -58,3 +58,14 @@ def checkov_skip(scope: IConstruct, check_id: str, reason: str) -> None:
     metadata = resource.get_metadata("checkov") or {}
     skips = [*metadata.get("skip", []), {"id": check_id, "comment": reason}]
     resource.add_metadata("checkov", {**metadata, "skip": skips})
+
+
+def acknowledge_basic_execution_role(stack: Stack) -> None:
+    """Every function's role carries AWS's basic execution policy (its logs): acknowledged once per stack."""
+    Validations.of(stack).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]",
+            reason="The AWS-managed basic execution role grants only CloudWatch Logs writes.",
+        ),
+    )

@@ -10,7 +10,8 @@ with a key of its own, and outputs its ARN to subscribe to. Alarms:
 - the schedules: messages in their dead-letter queue and the scheduler's ``TargetErrorCount``;
 - the jobs: messages in the job-failures queue (a job that raised after Lambda's retries, or waited
   too long to run);
-- the research loop: ``research.loop_health.critical`` (EMF, emitted by the stale-sweep job).
+- the research loop: ``research.loop_health.critical`` (EMF, emitted by the stale-sweep job);
+- the ledger: ``ledger.checkpoint.refused`` and ``ledger.checkpoint.unwitnessed`` (EMF, the checkpoint job).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct, Node
 
-from flowledger.ledger.audit import CHECKPOINT_REFUSED_METRIC
+from flowledger.ledger.audit import CHECKPOINT_REFUSED_METRIC, CHECKPOINT_UNWITNESSED_METRIC
 from flowledger.metrics import NAMESPACE
 from flowledger.research.loop import LOOP_HEALTH_CRITICAL_METRIC
 from infra.constructs.stage import StagePolicy
@@ -128,6 +129,12 @@ class Operations(Construct):
             refused,
             "The checkpoint job refused to sign: the chain heads do not extend the last checkpoint.",
         )
+        unwitnessed = _jobs_flag(CHECKPOINT_UNWITNESSED_METRIC)
+        self._alarm(
+            "Ledger-CheckpointUnwitnessed",
+            unwitnessed,
+            "A checkpoint has fewer witness cosignatures than the quorum (the job's result names the witnesses).",
+        )
         rows.append(
             [
                 _graph("Schedule dead letters", [dead]),
@@ -135,6 +142,7 @@ class Operations(Construct):
                 _graph("Job failures", [failed_jobs]),
                 _graph("Research loop critical (1 = critical)", [loop_critical]),
                 _graph("Checkpoints refused (1 = refused)", [refused]),
+                _graph("Checkpoints unwitnessed (1 = under quorum)", [unwitnessed]),
             ]
         )
 

@@ -85,6 +85,17 @@ RESERVED_CONCURRENCY = {"chat": 20, "chat-buffered": 5, "jobs": 2}
 BASE: dict[str, Any] = {"flowledger:model": MODEL_SECRET}
 
 # One entry per documented setting alone (on BASE where the stage is prod), then all of them together.
+# Two witnesses the checkpoint job submits to (url, cosignature verifier key: type 0x04).
+WITNESSES = [
+    {
+        "url": "https://witness-a.example.org",
+        "vkey": "witness-a.example.org+497b7455+BE1rpRFNrR7mF6SkAcM3Jm6WRDS1O19F88fnYouDLrIZ",
+    },
+    {
+        "url": "https://witness-b.example.org/w",
+        "vkey": "witness-b.example.org+45f575b6+BHyx7+KWUCwVVCHrUyyZ+cYtfJUcs8WmghPEO2RC7MSu",
+    },
+]
 MATRIX: dict[str, dict[str, Any]] = {
     "base": BASE,
     "dev": {"flowledger:stage": "dev"},  # a trial may answer with the offline model: no flowledger:model
@@ -124,6 +135,7 @@ MATRIX: dict[str, dict[str, Any]] = {
     "waf": {**BASE, "flowledger:waf": True},  # us-east-1 (ENTRY_REGIONS): the distribution's web ACL made here
     "domain": {**BASE, "flowledger:domain": DOMAIN},
     "reserved-concurrency": {**BASE, "flowledger:reservedConcurrency": RESERVED_CONCURRENCY},
+    "witnesses": {**BASE, "flowledger:witnesses": WITNESSES, "flowledger:witnessQuorum": 1},
     # ---- end of the added settings ----
     "all-together": {
         "flowledger:stage": "prod",
@@ -150,6 +162,8 @@ MATRIX: dict[str, dict[str, Any]] = {
         "flowledger:waf": WAF,
         "flowledger:domain": DOMAIN,
         "flowledger:reservedConcurrency": RESERVED_CONCURRENCY,
+        "flowledger:witnesses": WITNESSES,
+        "flowledger:witnessQuorum": 1,
     },
 }
 # Where each entry is synthesized when not in HOME_REGION alone.

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from flowledger.cli import store
 from flowledger.cli.failures import CommandFailed
-from flowledger.cli.options import actions, command
+from flowledger.cli.options import actions, command, store_option
 
 
 def add_commands(commands: Any) -> None:
@@ -25,8 +26,19 @@ def add_commands(commands: Any) -> None:
     )
     init.add_argument("--name", required=True, help="the witness's name, e.g. witness.auditor.example")
     init.add_argument("--key", required=True, help="the key file to create (never overwritten)")
-    key = command(witness, "key", "print the verifier key of a witness key file", cmd_witness_key)
-    key.add_argument("--key", required=True, help="the witness's key file")
+    key = command(
+        witness,
+        "key",
+        "print a witness's verifier key, from its key file or its KMS key",
+        cmd_witness_key,
+        "A witness deployed by the CDK app signs with KMS: give --kms-key (the stack's WitnessKeyArn output)"
+        " and --name (its flowledger:witness name).",
+    )
+    source = key.add_mutually_exclusive_group(required=True)
+    source.add_argument("--key", help="the witness's key file")
+    source.add_argument("--kms-key", help="the witness's KMS key (id, ARN or alias), in AWS or a dev server")
+    key.add_argument("--name", help="the witness's name (with --kms-key)")
+    store_option(key)
     serve = command(
         witness,
         "serve",
@@ -60,7 +72,19 @@ def cmd_witness_init(args: argparse.Namespace) -> int:
 
 
 def cmd_witness_key(args: argparse.Namespace) -> int:
-    print(_load_key(args.key).verifier.vkey())
+    if args.key is not None:
+        print(_load_key(args.key).verifier.vkey())
+        return 0
+    from flowledger.ledger.signed_note import NoteError
+    from flowledger.witness.keys import KmsWitnessKey
+
+    if not args.name:
+        raise CommandFailed("--kms-key needs --name: the name the witness signs under")
+    try:
+        key = KmsWitnessKey(store.services(args.data_dir).aws.kms, args.kms_key, args.name)
+        print(key.verifier.vkey())
+    except (NoteError, ValueError) as exc:
+        raise CommandFailed(f"--kms-key {args.kms_key}: {exc}") from None
     return 0
 
 
