@@ -319,3 +319,23 @@ def test_a_subject_with_no_checkpointed_event_has_no_bundle(store: tuple[Service
     write_flow(services, "fl_fresh", 2)
     with pytest.raises(NotFound, match="no checkpoint covers flow:fl_fresh's events yet"):
         export_bundle(services, "flow:fl_fresh")
+
+
+def test_a_subject_with_more_events_than_a_bundle_holds_is_refused_whole(
+    store: tuple[Services, Any],  # noqa: F811
+    data_dir: DataDir,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    services, _ = store
+    write_flow(services, "fl_long", STEPS)
+    checkpoint_at(services, 0)
+    monkeypatch.setattr("flowledger.ledger.audit.MAX_EVENTS", STEPS)  # the flow has STEPS + 2 events
+    out = tmp_path / "long.json"
+    args = ["audit", "bundle", "--subject", "flow:fl_long", "--out", str(out), "--data-dir", str(data_dir.path)]
+    assert main(args) != 0
+    assert f"flow:fl_long has more than {STEPS} audit events" in capsys.readouterr().err
+    assert not out.exists()  # refused whole: never a bundle cut short
+    assert main([*args[:3], "not a subject", *args[4:]]) != 0
+    assert "not a subject: 'not a subject'" in capsys.readouterr().err

@@ -124,7 +124,7 @@ def latest_checkpoint_note() -> CheckpointNote:
     summary="The evidence bundle of one subject: its events, their proofs, the signed checkpoints",
     description=(
         "RFC 8785 canonical JSON (format flowledger-evidence-bundle/1), for tools/verify_bundle.py: the subject's "
-        "events a checkpoint covers (at most 5,000), one multi-leaf inclusion proof a chain, the first checkpoint "
+        "events a checkpoint covers (at most 2,000), one multi-leaf inclusion proof a chain, the first checkpoint "
         "covering them as a signed and cosigned note, and the consistency proof from it to the latest. "
         "Events newer than the latest checkpoint are left out (the Flowledger-Left-Out header counts them)."
     ),
