@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from flowledger.errors import InvalidInput, NotFound, UndecodableItem
 from flowledger.ledger.bundle import MAX_EVENTS, EvidenceBundle, build_bundle
@@ -78,7 +79,7 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
         "checkpoint_id": checkpoint.checkpoint_id,
         "chains": len(heads),
         "events": sum(head.seq for head in heads),
-        **_witness(store, checkpoint, previous.checkpoint_id if previous else None, services),
+        **_witness(store, checkpoint, note.to_text(), previous.checkpoint_id if previous else None, services),
     }
     if findings:
         result["findings"] = [finding.describe() for finding in findings]
@@ -86,21 +87,19 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
 
 
 def _witness(
-    store: CheckpointStore, checkpoint: Checkpoint, since: str | None, services: Services, *, missing: bool = False
+    store: CheckpointStore, checkpoint: Checkpoint, note: str, since: str | None, services: Services
 ) -> dict[str, object]:
-    """Submit the checkpoint's note to the configured witnesses (only those yet to cosign it, with ``missing``),
+    """Submit the checkpoint's ``note`` to the configured witnesses whose cosignature it does not carry yet,
     keep the good cosignatures beside it, and emit ``CHECKPOINT_UNWITNESSED_METRIC``.
 
-    The proof sent starts at ``since`` (the previous checkpoint); a witness holding another checkpoint
-    names it, and the proof is rebuilt from that one. The result names the witnesses that failed, and why.
+    The proof sent starts at ``since`` (the previous checkpoint; None: the witness says which it holds, by
+    a 409). The result names the witnesses that cosigned, those that failed, and why.
     """
     settings = services.settings
-    note = store.note(checkpoint.checkpoint_id) or ""
     done = cosigned_by(note, settings.witnesses)
-    pending = [w for w in settings.witnesses if not (missing and w.name in done)]
     tiles = services.aws.table_name("ledger_tiles")
 
-    def proof_from(held: str | None) -> tuple[int, dict[str, object] | None]:
+    def proof_from(held: str | None) -> tuple[int, dict[str, Any] | None]:
         if held is None:
             return 0, None
         try:
@@ -112,12 +111,12 @@ def _witness(
             raise WitnessFailed(f"no consistency proof from checkpoint {held}: {exc}") from None
         return checkpoint_size(earlier), json.loads(proof.to_bytes())
 
+    pending = [witness for witness in settings.witnesses if witness.name not in done]
     outcome = submit_to_witnesses(pending, note, checkpoint, since, proof_from, settings.witness_timeout_seconds)
     if outcome.cosignatures:
-        store.put_cosignatures(
-            checkpoint.checkpoint_id, [*store.cosignatures(checkpoint.checkpoint_id), *outcome.cosignatures]
-        )
-    cosigned = done | cosigned_by(store.note(checkpoint.checkpoint_id) or "", settings.witnesses)
+        kept = store.cosignatures(checkpoint.checkpoint_id) if done else []
+        store.put_cosignatures(checkpoint.checkpoint_id, [*kept, *outcome.cosignatures])
+    cosigned = cosigned_by(note + "".join(outcome.cosignatures), settings.witnesses)
     unwitnessed = bool(settings.witnesses) and len(cosigned) < settings.witness_quorum
     services.metrics.emit(CHECKPOINT_UNWITNESSED_METRIC, 1 if unwitnessed else 0, "Count", {"service": "jobs"})
     if not settings.witnesses:
@@ -130,9 +129,10 @@ def _witness(
 def _witness_again(store: CheckpointStore, latest: Checkpoint, services: Services) -> dict[str, object]:
     """On a run with nothing new, the latest checkpoint goes again to the witnesses that have not cosigned it."""
     witnesses = services.settings.witnesses
-    if not witnesses or len(cosigned_by(store.note(latest.checkpoint_id) or "", witnesses)) == len(witnesses):
+    note = store.note(latest.checkpoint_id) if witnesses else None
+    if note is None or cosigned_by(note, witnesses) == {witness.name for witness in witnesses}:
         return {}
-    return _witness(store, latest, None, services, missing=True)
+    return _witness(store, latest, note, None, services)
 
 
 def _latest_readable(store: CheckpointStore, findings: list[Finding], now: datetime) -> Checkpoint | None:

@@ -25,8 +25,18 @@ def witness_server(witness: Witness, host: str, port: int) -> ThreadingHTTPServe
                 return
             body = self.rfile.read(length) if length <= MAX_REQUEST_BYTES else None
             if body is None:
-                self.close_connection = True  # the unread body would be taken for the next request
+                # Read a little past the limit, so a client still sending gets its 413 rather than a reset;
+                # the rest is never read, and the connection closes.
+                self._discard(min(length, 4 * MAX_REQUEST_BYTES))
+                self.close_connection = True
             self._send(answer(witness, "POST", self.path, body, length))
+
+        def _discard(self, length: int) -> None:
+            while length > 0:
+                chunk = self.rfile.read(min(length, 64 * 1024))
+                if not chunk:
+                    return
+                length -= len(chunk)
 
         def do_GET(self) -> None:
             self._send(answer(witness, "GET", self.path, b""))
