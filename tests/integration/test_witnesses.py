@@ -210,3 +210,25 @@ def test_witness_commands_fail_in_one_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["witness", "serve", "--key", str(key), "--state", state, "--log", vkey]) == 2  # a cosignature key
     errors = capsys.readouterr().err
     assert errors.count("flowledger: error:") == 4 and "Traceback" not in errors
+
+
+def test_a_cosignature_that_does_not_verify_with_the_configured_key_is_dropped(
+    services: Services,
+    recorded: Recorded,
+    served: list[Served],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    witness = serve(served, tmp_path, services, "w1.example")
+    capsys.readouterr()
+    # The operator was given another key under the witness's name: what the witness signs cannot verify.
+    assert main(["witness", "init", "--name", "w1.example", "--key", str(tmp_path / "other.key")]) == 0
+    use(services, WitnessEndpoint(url=witness.url, vkey=capsys.readouterr().out.strip()))
+    grow(services, 2)
+    taken = checkpoint(services)
+    assert taken["unwitnessed"] is True and taken["witnessed_by"] == []
+    assert "no good cosignature" in str(taken["witness_failures"])
+    store = checkpoints_of(services)
+    assert store.cosignatures(str(taken["checkpoint_id"])) == []
+    assert len(parse_note(store.note(str(taken["checkpoint_id"])) or "").signatures) == 1  # the log's alone
+    assert recorded.unwitnessed() == [1]
