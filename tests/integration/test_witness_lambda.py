@@ -12,7 +12,7 @@ import pytest
 from flowledger.ledger.signed_note import parse_note, verify
 from flowledger.ledger.witnessing import ADD_CHECKPOINT
 from flowledger.services import Services
-from flowledger.witness.keys import KmsWitnessKey
+from flowledger.witness.keys import kms_witness_key
 from flowledger.witness.lambda_handler import handle
 from flowledger.witness.service import Witness
 from flowledger.witness.state import DynamoState
@@ -34,7 +34,7 @@ def deployed(moto_services: Services) -> tuple[Witness, DynamoState]:
     key_id = aws.kms.create_key(KeySpec="ECC_NIST_EDWARDS25519", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
     state = DynamoState(aws.dynamodb, TABLE)
     return Witness(
-        KmsWitnessKey(aws.kms, key_id, "witness.aws.example"), [LOG.key], state, lambda: 1_796_000_000
+        kms_witness_key(aws.kms, key_id, "witness.aws.example"), [LOG.key], state, lambda: 1_796_000_000
     ), state
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,19 +23,13 @@ from flowledger.ledger.events import AuditEntry
 from flowledger.ledger.signed_note import parse_note, parse_vkey, verify
 from flowledger.ledger.witnessing import ADD_CHECKPOINT, WitnessEndpoint
 from flowledger.services import Services
+from tests.integration.test_checkpoint_signing import Recorded
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 
 
-class Recorded:
-    def __init__(self) -> None:
-        self.values: list[tuple[str, float]] = []
-
-    def emit(self, name: str, value: float, unit: str, dimensions: Mapping[str, str]) -> None:
-        self.values.append((name, value))
-
-    def unwitnessed(self) -> list[float]:
-        return [value for name, value in self.values if name == CHECKPOINT_UNWITNESSED_METRIC]
+def unwitnessed(sink: Recorded) -> list[float]:
+    return [value for name, value in sink.values if name == CHECKPOINT_UNWITNESSED_METRIC]
 
 
 class Served:
@@ -129,7 +123,7 @@ def test_the_job_keeps_cosignatures_from_a_served_witness_in_the_checkpoints_not
     use(services, first_witness.endpoint(), second_witness.endpoint())
     second = checkpoint(services)
     assert second["witnessed_by"] == ["w1.example", "w2.example"] and second["unwitnessed"] is False, second
-    assert recorded.unwitnessed() == [0, 0]
+    assert unwitnessed(recorded) == [0, 0]
     for taken in (first, second):
         note = store.note(str(taken["checkpoint_id"]))
         assert note is not None
@@ -164,17 +158,17 @@ def test_a_witness_that_is_down_leaves_the_checkpoint_unwitnessed_until_a_later_
     taken = checkpoint(services)
     assert taken["unwitnessed"] is True and taken["witnessed_by"] == ["w1.example"]
     assert str(taken["witness_failures"]["w2.example"]).startswith("unreachable")  # type: ignore[index]
-    assert recorded.unwitnessed() == [1]
+    assert unwitnessed(recorded) == [1]
     # With a quorum of one, the same answers are enough.
     use(services, up.endpoint(), absent, quorum=1)
     grow(services, 2)
-    assert checkpoint(services)["unwitnessed"] is False and recorded.unwitnessed() == [1, 0]
+    assert checkpoint(services)["unwitnessed"] is False and unwitnessed(recorded) == [1, 0]
     # The missing witness comes up: the next run, with nothing new, gets its cosignature for the latest checkpoint.
     late = serve(served, tmp_path, services, "w2.example", port=port)
     use(services, up.endpoint(), late.endpoint())
     again = checkpoint(services)
     assert again["skipped"] == "no chain moved" and again["witnessed_by"] == ["w1.example", "w2.example"], again
-    assert recorded.unwitnessed() == [1, 0, 0]
+    assert unwitnessed(recorded) == [1, 0, 0]
 
 
 def post(url: str, body: bytes, method: str = "POST") -> tuple[int, str]:
@@ -231,4 +225,4 @@ def test_a_cosignature_that_does_not_verify_with_the_configured_key_is_dropped(
     store = checkpoints_of(services)
     assert store.cosignatures(str(taken["checkpoint_id"])) == []
     assert len(parse_note(store.note(str(taken["checkpoint_id"])) or "").signatures) == 1  # the log's alone
-    assert recorded.unwitnessed() == [1]
+    assert unwitnessed(recorded) == [1]

@@ -76,12 +76,12 @@ def cmd_witness_key(args: argparse.Namespace) -> int:
         print(_load_key(args.key).verifier.vkey())
         return 0
     from flowledger.ledger.signed_note import NoteError
-    from flowledger.witness.keys import KmsWitnessKey
+    from flowledger.witness.keys import kms_witness_key
 
     if not args.name:
         raise CommandFailed("--kms-key needs --name: the name the witness signs under")
     try:
-        key = KmsWitnessKey(store.services(args.data_dir).aws.kms, args.kms_key, args.name)
+        key = kms_witness_key(store.services(args.data_dir).aws.kms, args.kms_key, args.name)
         print(key.verifier.vkey())
     except (NoteError, ValueError) as exc:
         raise CommandFailed(f"--kms-key {args.kms_key}: {exc}") from None

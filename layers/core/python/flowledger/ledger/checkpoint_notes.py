@@ -74,25 +74,41 @@ def raw_public_key(der: bytes) -> bytes:
     return key.public_bytes(encoding=serialization.Encoding.Raw, format=serialization.PublicFormat.Raw)
 
 
+class KmsEd25519:
+    """A KMS Ed25519 key (``ECC_NIST_EDWARDS25519``) known by a name and a signature type (a note's 0x01, a
+    cosignature's 0x04); it signs RAW messages, and its public key is read from KMS once."""
+
+    def __init__(self, kms: Any, key_id: str, name: str, kind: int) -> None:
+        self._kms = kms
+        self._key_id = key_id
+        self.name = check_name(name)
+        self.kind = kind
+
+    @cached_property
+    def verifier(self) -> VerifierKey:
+        der = self._kms.get_public_key(KeyId=self._key_id)["PublicKey"]
+        return VerifierKey(self.name, self.kind, raw_public_key(der))
+
+    def sign(self, message: bytes) -> bytes:
+        """Pure Ed25519 over ``message`` (one KMS ``Sign`` call)."""
+        answer = self._kms.sign(KeyId=self._key_id, Message=message, MessageType="RAW", SigningAlgorithm=KMS_ALGORITHM)
+        return bytes(answer["Signature"])
+
+
 class CheckpointSigner:
     """Signs checkpoint notes with the ledger's KMS key; its verifier key is read once from KMS."""
 
     def __init__(self, kms: Any, key_id: str, origin: str) -> None:
-        self._kms = kms
-        self._key_id = key_id
         self.origin = check_name(origin)
+        self._key = KmsEd25519(kms, key_id, self.origin, ED25519)
 
-    @cached_property
+    @property
     def verifier(self) -> VerifierKey:
         """The ledger's verifier key: the origin as its name, and KMS's public key."""
-        der = self._kms.get_public_key(KeyId=self._key_id)["PublicKey"]
-        return VerifierKey(self.origin, ED25519, raw_public_key(der))
+        return self._key.verifier
 
     def sign(self, checkpoint: Checkpoint) -> Note:
         """The checkpoint's note, signed by KMS (one ``Sign`` call)."""
         text = checkpoint_text(self.origin, checkpoint)
-        answer = self._kms.sign(
-            KeyId=self._key_id, Message=text.encode(), MessageType="RAW", SigningAlgorithm=KMS_ALGORITHM
-        )
         key = self.verifier
-        return Note(text, (Signature(key.name, key.key_id, answer["Signature"]),))
+        return Note(text, (Signature(key.name, key.key_id, self._key.sign(text.encode())),))

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from flowledger.ledger.checkpoint_notes import KMS_ALGORITHM, raw_public_key
+from flowledger.ledger.checkpoint_notes import KmsEd25519
 from flowledger.ledger.signed_note import COSIGNATURE_V1, VerifierKey, check_name
 
 NAME_LINE = "flowledger-witness: "  # the key file's first line names the witness; the PEM follows
@@ -91,19 +91,6 @@ class FileWitnessKey:
             raise WitnessKeyError(f"{path}: {exc}") from None
 
 
-class KmsWitnessKey:
-    """A KMS Ed25519 key (``ECC_NIST_EDWARDS25519``) signing RAW messages with ``ED25519_SHA_512``."""
-
-    def __init__(self, kms: Any, key_id: str, name: str) -> None:
-        self._kms = kms
-        self._key_id = key_id
-        self.name = check_name(name)
-
-    @cached_property
-    def verifier(self) -> VerifierKey:
-        der = self._kms.get_public_key(KeyId=self._key_id)["PublicKey"]
-        return VerifierKey(self.name, COSIGNATURE_V1, raw_public_key(der))
-
-    def sign(self, message: bytes) -> bytes:
-        answer = self._kms.sign(KeyId=self._key_id, Message=message, MessageType="RAW", SigningAlgorithm=KMS_ALGORITHM)
-        return bytes(answer["Signature"])
+def kms_witness_key(kms: Any, key_id: str, name: str) -> KmsEd25519:
+    """The witness's KMS key (``ECC_NIST_EDWARDS25519``): cosignatures, type 0x04, under ``name``."""
+    return KmsEd25519(kms, key_id, name, COSIGNATURE_V1)

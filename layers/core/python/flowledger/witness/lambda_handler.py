@@ -17,7 +17,7 @@ from flowledger.entrypoints import instrumented
 from flowledger.errors import ConfigurationError
 from flowledger.ledger.witnessing import MAX_REQUEST_BYTES
 from flowledger.services import bootstrap
-from flowledger.witness.keys import KmsWitnessKey
+from flowledger.witness.keys import kms_witness_key
 from flowledger.witness.service import Witness, answer, log_keys
 from flowledger.witness.state import DynamoState
 
@@ -31,7 +31,7 @@ def deployed_witness() -> Witness:
         raise ConfigurationError(
             "the witness needs FLOWLEDGER_WITNESS_NAME, _KEY_ID, _TABLE and _LOGS (infra/witness_stack.py sets them)"
         )
-    key = KmsWitnessKey(services.aws.kms, settings.witness_key_id, settings.witness_name)
+    key = kms_witness_key(services.aws.kms, settings.witness_key_id, settings.witness_name)
     state = DynamoState(services.aws.dynamodb, settings.witness_table)
     return Witness(key, log_keys(settings.witness_logs), state, time.time)
 
