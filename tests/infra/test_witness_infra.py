@@ -135,3 +135,18 @@ def test_bad_witnesses_fail_naming_the_setting(context: dict[str, Any], message:
 def test_a_bad_witness_setting_fails_naming_it(value: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         WitnessSettings.from_context(App(context={WITNESS_CONTEXT: value}).node)
+
+
+def test_the_public_url_and_the_plain_log_group_say_why_in_the_template(templates: dict[str, dict[str, Any]]) -> None:
+    resources = templates["FlowledgerWitness"]["Resources"].values()
+    skipped = {
+        (resource["Type"], skip["id"]): skip["comment"]
+        for resource in resources
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])
+    }
+    assert set(skipped) == {
+        ("AWS::Lambda::Url", "CKV_AWS_258"),
+        ("AWS::Logs::LogGroup", "CKV_AWS_158"),
+        ("AWS::DynamoDB::Table", "CKV_AWS_119"),
+    }
+    assert all(skipped.values())
