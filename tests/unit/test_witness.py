@@ -195,6 +195,18 @@ def malformed(log: MemoryLog, change: Any) -> bytes:
         (lambda log: malformed(log, lambda p, c: p["checkpoint"].update(root="0" * 64)), 400, "not the checkpoint's"),
         (lambda log: malformed(log, lambda p, c: p.update(consistency={"format": "x"})), 400, "no consistency proof"),
         (lambda log: b"{" + b" " * MAX_REQUEST_BYTES + b"}", 413, "over"),
+        (
+            lambda log: log.request(log.grow(chain_000=1), None).replace(
+                b'"consistency":null', b'"consistency":{"a":NaN}'
+            ),
+            400,
+            "add-checkpoint",
+        ),
+        (
+            lambda log: log.request(log.grow(chain_000=1), None).replace(b'"old_size":0', b'"old_size":' + b"9" * 30),
+            400,
+            "add-checkpoint",
+        ),
     ],
 )
 def test_bad_bodies_are_refused_without_a_traceback(

@@ -83,9 +83,10 @@ def read_canonical(raw: bytes, model: type[M], error: type[ValueError], what: st
     try:
         parsed = json.loads(raw)
         value = model.model_validate(parsed)
+        expected = canonical(parsed)  # refuses NaN, infinities and integers past 2**53 (ValueErrors too)
     except (ValueError, ValidationError) as exc:
         raise error(f"not {what}: {str(exc).splitlines()[0]}") from None
-    if raw not in (canonical(parsed), canonical(parsed) + b"\n"):
+    if raw not in (expected, expected + b"\n"):
         raise error("the file is not in RFC 8785 canonical form")
     return value
 

@@ -56,6 +56,10 @@ class Answer:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+class MalformedRequest(ValueError):
+    """The body is not the canonical JSON of an add-checkpoint request."""
+
+
 class Refused(Exception):
     """The witness will not cosign; ``answer`` is what the submitter is told."""
 
@@ -86,7 +90,7 @@ class Witness:
 
     def add_checkpoint(self, raw: bytes) -> str:
         """The cosignature line for the checkpoint ``raw`` submits; ``Refused`` names the first failed check."""
-        request = read_canonical(raw, AddCheckpoint, ValueError, "an add-checkpoint request")
+        request = read_canonical(raw, AddCheckpoint, MalformedRequest, "an add-checkpoint request")
         try:
             note = parse_note(request.note)
         except NoteError as exc:
@@ -153,7 +157,7 @@ def answer(witness: Witness, method: str, path: str, body: bytes | None, length:
         return Answer(200, witness.add_checkpoint(body))
     except Refused as refused:
         return refused.answer
-    except ValueError as exc:  # the body is not a canonical add-checkpoint request
+    except MalformedRequest as exc:
         return Answer(400, f"{' '.join(str(exc).split())}\n")
 
 
