@@ -226,3 +226,37 @@ def test_a_cosignature_that_does_not_verify_with_the_configured_key_is_dropped(
     assert store.cosignatures(str(taken["checkpoint_id"])) == []
     assert len(parse_note(store.note(str(taken["checkpoint_id"])) or "").signatures) == 1  # the log's alone
     assert unwitnessed(recorded) == [1]
+
+
+def test_a_bundle_carries_the_served_witnesses_cosignatures_and_the_standalone_verifier_counts_them(
+    services: Services, recorded: Recorded, served: list[Served], tmp_path: Path
+) -> None:
+    from flowledger.ledger.audit import export_bundle
+
+    one, two = serve(served, tmp_path, services, "w1.example"), serve(served, tmp_path, services, "w2.example")
+    use(services, one.endpoint(), two.endpoint())
+    for action in ["reasoning.flow.started", "reasoning.step.created", "reasoning.step.created"]:
+        services.ledger.append(AuditEntry(action=action, actor="user:a", subject="flow:fl_witnessed"))
+    closing = AuditEntry(action="reasoning.flow.completed", actor="user:a", subject="flow:fl_witnessed")
+    services.ledger.append(closing.model_copy(update={"payload": {"steps": 2}}))
+    assert checkpoint(services)["witnessed_by"] == ["w1.example", "w2.example"]
+    grow(services, 40)
+    assert checkpoint(services)["unwitnessed"] is False
+    bundle = tmp_path / "witnessed.json"
+    bundle.write_bytes(export_bundle(services, "flow:fl_witnessed").bundle.to_bytes())
+    tool = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
+    log = services.checkpoint_signer.verifier.vkey()
+
+    def verify_with(*witness_keys: str) -> subprocess.CompletedProcess[str]:
+        keys = [arg for vkey in witness_keys for arg in ("--witness-key", vkey)]
+        return subprocess.run(
+            [sys.executable, str(tool), str(bundle), "--log-key", log, *keys], capture_output=True, text=True
+        )
+
+    ran = verify_with(one.vkey, two.vkey)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "cosigned by w1.example, w2.example" in ran.stdout and "extends it" in ran.stdout
+    third = Served(tmp_path, "w3.example", log)  # a witness the log never submitted to
+    third.stop()
+    ran = verify_with(one.vkey, two.vkey, third.vkey)
+    assert ran.returncode == 1 and "2 of the 3 cosignatures needed; none by w3.example" in ran.stdout
