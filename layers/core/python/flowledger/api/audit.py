@@ -129,7 +129,7 @@ def latest_checkpoint_note() -> CheckpointNote:
         "Events newer than the latest checkpoint are left out (the Flowledger-Left-Out header counts them)."
     ),
     tags=["audit"],
-    responses={200: {"content": {"application/json": {}}}},
+    responses={200: {"description": "The bundle: RFC 8785 canonical JSON", "content": {"application/json": {}}}},
 )
 def evidence_bundle(subject: Annotated[Token, Query(description="e.g. flow:fl_01J...")]) -> Response[bytes]:
     iam_principal(router.current_event.raw_event)
