@@ -295,7 +295,18 @@ export async function render(main, { id, reads }) {
     performance.mark("flowledger:flow-ready");
     return;
   }
-  await add(first.steps);
+  const drawn = add(first.steps);
+  if (!first.next_cursor) {
+    // The whole flow came in one page: it is drawn finished in the same frame, not drawn and then drawn again.
+    const finished = graph.finish();
+    await drawn;
+    status();
+    performance.mark("flowledger:flow-first-view");
+    await finished;
+    performance.mark("flowledger:flow-ready");
+    return;
+  }
+  await drawn;
   status();
   performance.mark("flowledger:flow-first-view");
 

@@ -312,6 +312,10 @@ def test_flow_page_shows_the_metadata_the_graph_and_the_table(
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.stepRow)") == [s["step_id"] for s in small_flow.steps]
     assert rows.evaluate_all("rs => rs.map(r => r.getAttribute('aria-rowindex'))") == ["2", "3", "4", "5"]
     assert "#1, #2" in rows.nth(2).inner_text()  # the synthesis's parents, by number
+    # A flow read in one page is laid out and drawn once, already finished (not "so far", then again).
+    page.locator("main[data-ready='true']").wait_for()
+    assert page.evaluate("performance.getEntriesByName('flowledger:dag-layout').length") == 1
+    assert "so far" not in (page.locator(".fg-svg").get_attribute("aria-label") or "")
     screenshot(page, "flow-page")
     assert serious_violations(page) == []
 
