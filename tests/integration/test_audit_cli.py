@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -120,3 +120,26 @@ def test_proof_of_an_unknown_event_is_a_clear_error(
 ) -> None:
     assert main(["audit", "proof", "chain-000.999", "--data-dir", str(data_dir.path)]) == 2
     assert "no event chain-000.999" in capsys.readouterr().err
+
+
+def test_a_proof_reads_the_checkpoints_from_its_events_time_not_every_one_ever_taken(
+    store: tuple[Services, list[AuditEvent]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowledger.ledger.audit import prove
+    from flowledger.ledger.checkpoints import CheckpointStore
+
+    services, _ = store
+    later = datetime(2027, 6, 1, 9, 0, tzinfo=UTC)
+    for minute in range(12):  # a year of older checkpoints, in small
+        services.clock = lambda minute=minute: later + timedelta(minutes=minute)
+        services.ledger.append(AuditEntry(action="reasoning.flow.started", actor="user:a", subject=f"flow:o{minute}"))
+        take_checkpoint(services.ledger, checkpoints_of(services), services)
+    services.clock = lambda: later + timedelta(hours=1)
+    event = services.ledger.append(AuditEntry(action="reasoning.flow.started", actor="user:a", subject="flow:late"))
+    services.clock = lambda: later + timedelta(hours=1, minutes=1)
+    take_checkpoint(services.ledger, checkpoints_of(services), services)
+    read: list[str] = []
+    original = CheckpointStore.get
+    monkeypatch.setattr(CheckpointStore, "get", lambda self, cid: read.append(cid) or original(self, cid))
+    proof = prove(services.ledger, checkpoints_of(services), event.event_id)
+    assert read == [proof.checkpoint.checkpoint_id]  # the one after the event, and none of the 13 before

@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +17,7 @@ from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verif
 from flowledger.ledger.chain_trees import chain_tree, with_tree_roots
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
 from flowledger.ledger.consistency import ConsistencyProof, InvalidConsistency, TreeOf, build_consistency
-from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id
+from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id, parse_timestamp, timestamp
 from flowledger.ledger.extension import extension_problems
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
@@ -301,7 +301,8 @@ def prove(ledger: Ledger, store: CheckpointStore, event_id: str) -> InclusionPro
 
 def _prove(ledger: Ledger, store: CheckpointStore, event: AuditEvent, chain_id: str, seq: int) -> InclusionProof:
     event_id = event.event_id
-    for checkpoint in _read_checkpoints(store, store.ids(), []):
+    for checkpoint_id in _ids_from(store, event.at):
+        checkpoint = _read_checkpoints(store, [checkpoint_id], [])[0]
         head = checkpoint.head_of(chain_id) if checkpoint else None  # a malformed checkpoint covers nothing
         if checkpoint is not None and head is not None and head.seq >= seq:
             segment = list(ledger.read_chain(chain_id, after_seq=seq, until_seq=head.seq))
@@ -391,12 +392,26 @@ def _covers(checkpoint: Checkpoint, events: list[AuditEvent]) -> bool:
 def _anchor(store: CheckpointStore, events: list[AuditEvent]) -> Checkpoint | None:
     """The first signed checkpoint after the newest event that covers them all (a few listed, not every one)."""
     newest = max(event.at for event in events)
-    after = newest.replace("-", "").replace(":", "").replace(".", "")  # as checkpoint ids are written
-    for checkpoint_id in itertools.islice(store.iter_ids(start_after=after), ANCHOR_CANDIDATES):
+    for checkpoint_id in itertools.islice(_ids_from(store, newest), ANCHOR_CANDIDATES):
         checkpoint = _checkpoint(store, checkpoint_id)
         if _covers(checkpoint, events) and store.note(checkpoint_id) is not None:
             return checkpoint
     return None
+
+
+# How far before an event a checkpoint covering it may be dated: the job reads the heads before it stamps the
+# checkpoint, so only writers' clocks running ahead of the job's could put one earlier.
+CLOCK_MARGIN = timedelta(minutes=5)
+
+
+def _ids_from(store: CheckpointStore, at: str) -> Iterator[str]:
+    """The ids of the checkpoints that can cover an event written at ``at``, oldest first, listed lazily.
+
+    Never every checkpoint ever taken (at a 1-minute cadence, half a million a year): ids are their UTC
+    time, so the listing starts just before the event.
+    """
+    start = timestamp(parse_timestamp(at) - CLOCK_MARGIN)
+    return store.iter_ids(start_after=start.replace("-", "").replace(":", "").replace(".", ""))
 
 
 def _checkpoint(store: CheckpointStore, checkpoint_id: str) -> Checkpoint:
