@@ -91,6 +91,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def whole(value: Any, what: str) -> int:
+    """``value`` when it is an integer of at least 1 (never a boolean: True == 1 in Python)."""
+    if type(value) is not int or value < 1:
+        raise Invalid(f"{what} is not a whole number of at least 1")
+    return value
+
+
 def read_bundle(raw: bytes) -> dict[str, Any]:
     try:
         value = json.loads(raw.decode("utf-8"), parse_float=_no_fractions, object_pairs_hook=_no_duplicates)
@@ -99,6 +106,8 @@ def read_bundle(raw: bytes) -> dict[str, Any]:
         form = canonical(value)
     except (ValueError, UnicodeError) as exc:
         raise Invalid(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise Invalid("not a bundle: JSON nested too deep") from None
     if raw not in (form, form + b"\n"):
         raise Invalid("the file is not in RFC 8785 canonical form")
     return value
@@ -202,7 +211,8 @@ class Key:
         raw = base64.b64decode(parts[2], validate=True)
         if len(raw) != 33 or raw[0] not in (NOTE_KEY, COSIGNATURE_KEY):
             raise ValueError(f"{self.name}: only Ed25519 (0x01) and cosignature/v1 (0x04) keys are supported")
-        self.kind, self.public = raw[0], Ed25519PublicKey.from_public_bytes(raw[1:])
+        self.kind, self.public_bytes = raw[0], raw[1:]
+        self.public = Ed25519PublicKey.from_public_bytes(self.public_bytes)
         self.key_id = sha256(self.name.encode() + b"\n" + raw)[:4]
         if self.key_id.hex() != parts[1]:
             raise ValueError(f"{self.name}: the key id {parts[1]} is not the id of its name and key")
@@ -239,8 +249,11 @@ def check_signed(note: Any, what: str, log: Key, witnesses: list[Key], quorum: i
         log.public.verify(signature, text.encode())
     except InvalidSignature:
         raise Invalid(f"{what}'s signature by {log.name} does not verify") from None
-    cosigned = []
+    cosigned: list[str] = []
+    counted: set[bytes] = set()  # one key counts once, whatever names it is given under
     for witness in witnesses:
+        if witness.public_bytes in counted:
+            continue
         blob = blob_of(witness)
         if blob is None or len(blob) != 8 + 64:
             continue
@@ -250,6 +263,7 @@ def check_signed(note: Any, what: str, log: Key, witnesses: list[Key], quorum: i
         except InvalidSignature:
             raise Invalid(f"{what}'s cosignature by {witness.name} does not verify") from None
         cosigned.append(witness.name)
+        counted.add(witness.public_bytes)
     if len(cosigned) < quorum:
         missing = [w.name for w in witnesses if w.name not in cosigned]
         raise Invalid(f"{what} has {len(cosigned)} of the {quorum} cosignatures needed; none by {', '.join(missing)}")
@@ -263,6 +277,10 @@ def check_checkpoint(checkpoint: Any, what: str) -> None:
     for head in checkpoint["heads"]:
         if not isinstance(head, dict) or not {"chain_id", "seq", "hash"} <= set(head) <= HEAD_FIELDS:
             raise Invalid(f"{what} has a malformed chain head")
+        whole(head["seq"], f"a head's seq in {what}")
+    ids = [head["chain_id"] for head in checkpoint["heads"]]
+    if ids != sorted(set(ids)):  # two heads of one chain: two readers could see two histories
+        raise Invalid(f"{what} must name each chain once, in chain id order")
     unsealed = {key: value for key, value in checkpoint.items() if key != "hash"}
     if sha256(canonical(unsealed)).hex() != checkpoint["hash"]:
         raise Invalid(f"{what} does not match its hash")
@@ -290,6 +308,7 @@ def check_events(bundle: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         if not isinstance(event, dict) or set(event) != EVENT_FIELDS:
             raise Invalid("an event does not have exactly an audit event's fields")
         name = event["event_id"]
+        whole(event["seq"], f"event {name}'s seq")
         if sha256(canonical({k: v for k, v in event.items() if k != "hash"})).hex() != event["hash"]:
             raise Invalid(f"event {name} does not match its hash")
         if event["subject"] != bundle["subject"]:
@@ -315,7 +334,10 @@ def check_inclusion(bundle: dict[str, Any], by_chain: dict[str, list[dict[str, A
         chain_id, head = chain["chain_id"], heads.get(chain["chain_id"])
         if head is None or "tree_root" not in head or chain["size"] != head["seq"]:
             raise Invalid(f"the checkpoint has no tree of {chain_id} of size {chain['size']}")
+        whole(chain["size"], f"{chain_id}'s tree size")
         leaves = {event["seq"] - 1: leaf_hash(bytes.fromhex(event["hash"])) for event in by_chain[chain_id]}
+        if len(leaves) != len(by_chain[chain_id]):
+            raise Invalid(f"two events on {chain_id} claim one place")
         root = root_from_leaves(chain["size"], leaves, [bytes.fromhex(node) for node in chain["nodes"]])
         if root.hex() != head["tree_root"]:
             raise Invalid(f"the events on {chain_id} and its proof do not lead to the checkpoint's tree root")
@@ -362,7 +384,8 @@ def check_consistency(bundle: dict[str, Any], log: Key, witnesses: list[Key], qu
         chain_id, now = chain["chain_id"], after.get(chain["chain_id"])
         if now is None:
             raise Invalid(f"{chain_id} disappeared from the latest checkpoint")
-        if (chain["from_seq"], chain["to_seq"]) != (before["seq"], now["seq"]):
+        sizes = (whole(chain["from_seq"], "a from_seq"), whole(chain["to_seq"], "a to_seq"))
+        if sizes != (before["seq"], now["seq"]):
             raise Invalid(f"{chain_id}'s sizes in the consistency proof are not the checkpoints'")
         if "tree_root" not in before or "tree_root" not in now:
             raise Invalid(f"{chain_id} has no tree root in one of the checkpoints")
@@ -394,6 +417,8 @@ def verify(raw: bytes, log: Key, witnesses: list[Key], quorum: int) -> list[str]
         latest = check_consistency(bundle, log, witnesses, quorum)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise Invalid(f"a malformed part ({type(exc).__name__}: {exc})") from None
+    except RecursionError:
+        raise Invalid("a part nested too deep") from None
     size = sum(head["seq"] for head in checkpoint["heads"])
     witnessed = f"cosigned by {', '.join(cosigned)}" if cosigned else "no witness asked for"
     return [
@@ -418,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if log.kind != NOTE_KEY or any(witness.kind != COSIGNATURE_KEY for witness in witnesses):
         parser.error("--log-key takes a type 0x01 key, --witness-key type 0x04 keys")
+    publics = {witness.public_bytes for witness in witnesses}
+    if len(publics) != len(witnesses) or len({witness.name for witness in witnesses}) != len(witnesses):
+        parser.error("each --witness-key must be a different witness (a name and a key given once)")
     quorum = len(witnesses) if args.quorum is None else args.quorum
     if not 0 <= quorum <= len(witnesses):
         parser.error(f"--quorum must be 0 to {len(witnesses)}, the witness keys given")

@@ -24,7 +24,7 @@ from flowledger.cli import main
 from flowledger.errors import NotFound
 from flowledger.ledger.audit import checkpoints_of, export_bundle, take_checkpoint
 from flowledger.ledger.checkpoint_notes import checkpoint_text
-from flowledger.ledger.checkpoints import Checkpoint, build_checkpoint
+from flowledger.ledger.checkpoints import ChainHead, Checkpoint, build_checkpoint
 from flowledger.ledger.events import AuditEntry, canonical
 from flowledger.ledger.signed_note import COSIGNATURE_V1, ED25519, Note, Signature, VerifierKey, cosigned_message
 from flowledger.local.datadir import DataDir
@@ -204,6 +204,32 @@ def _forge_note(bundle: dict[str, Any], services: Services) -> None:
     bundle["checkpoint_note"] = text + "\n" + signatures
 
 
+def _chain_twice(bundle: dict[str, Any], services: Services) -> None:
+    """The operator lists chain-001 twice (a second head with another tree) and signs that with the real key."""
+    from flowledger.ledger.events import sha256_hex
+    from flowledger.ledger.merkle import merkle_root
+
+    fields = {k: v for k, v in bundle["checkpoint"].items() if k != "hash"}
+    second = next(h for h in fields["heads"] if h["chain_id"] == "chain-001")
+    fields["heads"] = sorted([*fields["heads"], {**second, "tree_root": "7" * 64}], key=lambda h: h["chain_id"])
+    fields["root"] = merkle_root([canonical(head) for head in fields["heads"]]).hex()
+    heads = [ChainHead.model_validate(head) for head in fields["heads"]]
+    # model_construct: past the model's own check, as an operator's own code would be.
+    forged = Checkpoint.model_construct(**{**fields, "heads": heads}, hash=sha256_hex(canonical(fields)))
+    bundle["checkpoint"] = {**fields, "hash": forged.hash}
+    bundle["consistency"]["from"] = bundle["checkpoint"]
+    bundle["checkpoint_note"] = services.checkpoint_signer.sign(forged).to_text()
+
+
+def _seq_true(bundle: dict[str, Any]) -> None:
+    """An event placed at seq ``true`` (True - 1 == 0 in Python: leaf 0), hashed as it is."""
+    from flowledger.ledger.events import event_hash
+
+    event = bundle["events"][1]
+    event.update(seq=True, event_id=f"{event['chain_id']}.True")
+    event["hash"] = event_hash(event)
+
+
 def _drop_step(bundle: dict[str, Any], services: Services) -> None:
     """A step event left out, the inclusion proof remade without it (an operator can: it has the tiles)."""
     from flowledger.ledger.audit import _trees
@@ -236,6 +262,9 @@ TAMPERS: dict[str, tuple[Callable[[dict[str, Any], Services], object], str]] = {
         "no signature by the ledger's key",
     ),
     "rewound history": (_rewind, "does not extend the bundle's"),
+    "a chain named twice, signed": (_chain_twice, "must name each chain once"),
+    "seq true": (lambda b, s: _seq_true(b), "not a whole number"),
+    "nested too deep": (lambda b, s: None, "nested too deep"),
     "not canonical": (lambda b, s: None, "canonical"),
 }
 
@@ -257,6 +286,8 @@ def test_a_tampered_bundle_is_refused(bundled: tuple[Services, bytes], tamper: s
     forged = edited(raw, lambda b: change(b, services))
     if tamper == "not canonical":
         forged = json.dumps(json.loads(raw), indent=1).encode()
+    if tamper == "nested too deep":  # past Python's recursion limit: an answer, never a traceback
+        forged = b'{"format":' + b"[" * 5_000 + b"]" * 5_000 + b"}"
     with pytest.raises(verifier.Invalid, match=message):
         check(forged, services)
 
@@ -299,11 +330,15 @@ def test_the_verifier_refuses_bad_keys_and_missing_files_without_a_traceback(
     services, raw = bundled
     out = tmp_path / "b.json"
     out.write_bytes(raw)
-    witness = Witness("w").key.vkey()
+    key = Witness("w").key
+    witness = key.vkey()
+    renamed = VerifierKey("v", key.kind, key.public_key).vkey()  # one key under two names counts once
     cases = [
         ([str(out), "--log-key", "nonsense"], 2, "not a verifier key"),
         ([str(out), "--log-key", witness], 2, "--log-key takes a type 0x01 key"),
         ([str(out), "--log-key", log_key(services), "--quorum", "1"], 2, "--quorum must be 0 to 0"),
+        ([str(out), "--log-key", log_key(services), "--witness-key", witness, "--witness-key", witness], 2, "once"),
+        ([str(out), "--log-key", log_key(services), "--witness-key", witness, "--witness-key", renamed], 2, "once"),
         ([str(tmp_path / "none.json"), "--log-key", log_key(services)], 2, "No such file"),
     ]
     for args, code, message in cases:

@@ -260,3 +260,49 @@ def test_a_bundle_carries_the_served_witnesses_cosignatures_and_the_standalone_v
     third.stop()
     ran = verify_with(one.vkey, two.vkey, third.vkey)
     assert ran.returncode == 1 and "2 of the 3 cosignatures needed; none by w3.example" in ran.stdout
+
+
+def test_a_bundle_is_anchored_on_the_first_checkpoint_its_witnesses_cosigned_not_one_they_missed(
+    services: Services, recorded: Recorded, served: list[Served], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flowledger.ledger.audit import export_bundle
+
+    port = free_port()  # the witness is down when the flow's first covering checkpoint is taken
+    assert main(["witness", "init", "--name", "w1.example", "--key", str(tmp_path / "w1.example.key")]) == 0
+    absent = WitnessEndpoint(url=f"http://127.0.0.1:{port}", vkey=capsys.readouterr().out.split()[-1])
+    use(services, absent)
+    services.ledger.append(AuditEntry(action="reasoning.flow.started", actor="user:a", subject="flow:fl_missed"))
+    missed = checkpoint(services)
+    assert missed["unwitnessed"] is True
+    late = serve(served, tmp_path, services, "w1.example", port=port)
+    use(services, late.endpoint())
+    grow(services, 3)
+    caught = checkpoint(services)
+    assert caught["witnessed_by"] == ["w1.example"]
+    bundle = export_bundle(services, "flow:fl_missed").bundle
+    # The missed checkpoint never gets the cosignature (the witness only cosigns what extends what it holds).
+    assert bundle.checkpoint.checkpoint_id == caught["checkpoint_id"] != missed["checkpoint_id"]
+    tool = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
+    out = tmp_path / "b.json"
+    out.write_bytes(bundle.to_bytes())
+    log = services.checkpoint_signer.verifier.vkey()
+    ran = subprocess.run(
+        [sys.executable, str(tool), str(out), "--log-key", log, "--witness-key", late.vkey],
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_a_witness_listed_twice_is_refused_in_the_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowledger.config import load_settings
+    from flowledger.errors import ConfigurationError
+
+    assert main(["witness", "init", "--name", "w1.example", "--key", str(tmp_path / "w.key")]) == 0
+    vkey = capsys.readouterr().out.split()[-1]
+    twice = json.dumps([{"url": "http://127.0.0.1:1", "vkey": vkey}, {"url": "http://127.0.0.1:2", "vkey": vkey}])
+    monkeypatch.setenv("FLOWLEDGER_WITNESSES", twice)
+    with pytest.raises(ConfigurationError, match="names each witness"):
+        load_settings()

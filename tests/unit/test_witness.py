@@ -195,6 +195,12 @@ def malformed(log: MemoryLog, change: Any) -> bytes:
         (lambda log: malformed(log, lambda p, c: p["checkpoint"].update(root="0" * 64)), 400, "not the checkpoint's"),
         (lambda log: malformed(log, lambda p, c: p.update(consistency={"format": "x"})), 400, "no consistency proof"),
         (lambda log: b"{" + b" " * MAX_REQUEST_BYTES + b"}", 413, "over"),
+        (lambda log: b"[" * 50_000, 400, "nested too deep"),  # under the size limit, past Python's recursion
+        (  # a chain named twice (the first head genuine, the second another history): refused as malformed
+            lambda log: malformed(log, lambda p, c: p["checkpoint"]["heads"].append(dict(p["checkpoint"]["heads"][0]))),
+            400,
+            "each chain once",
+        ),
         (
             lambda log: log.request(log.grow(chain_000=1), None).replace(
                 b'"consistency":null', b'"consistency":{"a":NaN}'
@@ -226,3 +232,22 @@ def test_a_checkpoint_that_does_not_match_its_own_hash_is_422(log: MemoryLog, wi
 def test_only_post_add_checkpoint_is_answered(witness: Witness) -> None:
     assert answer(witness, "GET", ADD_CHECKPOINT, b"").status == 405
     assert answer(witness, "POST", "/other", b"{}").status == 404
+
+
+def test_an_answer_that_moves_the_notes_text_is_not_kept(log: MemoryLog, witness: Witness) -> None:
+    """A blank line in a witness's answer would make its cosignature cover other text than the note's."""
+    import struct
+
+    from flowledger.ledger.signed_note import Signature, cosigned_message
+    from flowledger.ledger.witnessing import WitnessFailed, _verified_line
+
+    note = log.note(log.grow(chain_000=2))
+    junk = "\u2014 junk AAAAAAAA\n"
+    moved = parse_note(note).text + "\n" + junk  # what the note's text would be read as with the junk inside
+    signed = witness.key.sign(cosigned_message(moved, NOW))
+    line = Signature(witness.key.verifier.name, witness.key.verifier.key_id, struct.pack(">Q", NOW) + signed).line()
+    with pytest.raises(WitnessFailed, match="not one signature line"):
+        _verified_line((junk + "\n" + line).encode(), note, witness.key.verifier)
+    honest = witness.key.sign(cosigned_message(parse_note(note).text, NOW))
+    good = Signature(witness.key.verifier.name, witness.key.verifier.key_id, struct.pack(">Q", NOW) + honest).line()
+    assert _verified_line(good.encode(), note, witness.key.verifier) == good

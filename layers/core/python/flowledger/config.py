@@ -218,6 +218,10 @@ class Settings(BaseSettings):
                 "FLOWLEDGER_KNOWLEDGE_EMBEDDING_MODEL=openai_text_3_small needs OPENAI_API_KEY "
                 "(or FLOWLEDGER_OPENAI_API_KEY_SECRET_ARN, or a base URL)"
             )
+        names, keys = [w.name for w in self.witnesses], [w.key.public_key for w in self.witnesses]
+        if len(set(names)) != len(names) or len(set(keys)) != len(keys):
+            # Each counts once toward the quorum: a witness listed twice (by name or by key) is one witness.
+            raise ValueError("FLOWLEDGER_WITNESSES names each witness (its name and its key) once")
         if self.witness_quorum_setting is not None and self.witness_quorum_setting > len(self.witnesses):
             raise ValueError(
                 f"FLOWLEDGER_WITNESS_QUORUM is {self.witness_quorum_setting}, more than the"

@@ -11,6 +11,17 @@ from flowledger.cli.failures import CommandFailed
 from flowledger.cli.options import actions, command, store_option
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0 to 65535 (argparse shows the message for anything else)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {port}")
+    return port
+
+
 def add_commands(commands: Any) -> None:
     """Add ``witness init``, ``witness key`` and ``witness serve``."""
     witness = actions(
@@ -57,7 +68,7 @@ def add_commands(commands: Any) -> None:
         help="a log's verifier key (`flowledger audit key`), repeatable",
     )
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8480, help="the port (default 8480; 0 picks a free one)")
+    serve.add_argument("--port", type=port_number, default=8480, help="the port (default 8480; 0 picks a free one)")
 
 
 def cmd_witness_init(args: argparse.Namespace) -> int:

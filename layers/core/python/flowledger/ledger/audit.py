@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from flowledger.config import Settings
 from flowledger.errors import InvalidInput, NotFound, UndecodableItem
 from flowledger.ledger.bundle import MAX_EVENTS, EvidenceBundle, build_bundle
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
@@ -367,7 +368,7 @@ def export_bundle(services: Services, subject: str) -> Bundled:
     covered = [event for event in events if latest is not None and _covers(latest, [event])]
     if latest is None or latest_id is None or not covered:
         raise NotFound(f"no checkpoint covers {subject}'s events yet; the next one is taken within minutes")
-    anchor = _anchor(store, covered) or latest
+    anchor = _anchor(store, covered, services.settings) or latest
     note, latest_note = store.note(anchor.checkpoint_id), store.note(latest_id)
     if note is None or latest_note is None:
         raise NotFound("the checkpoints covering these events were taken before checkpoints were signed")
@@ -389,12 +390,20 @@ def _covers(checkpoint: Checkpoint, events: list[AuditEvent]) -> bool:
     return True
 
 
-def _anchor(store: CheckpointStore, events: list[AuditEvent]) -> Checkpoint | None:
-    """The first signed checkpoint after the newest event that covers them all (a few listed, not every one)."""
+def _anchor(store: CheckpointStore, events: list[AuditEvent], settings: Settings) -> Checkpoint | None:
+    """The first checkpoint after the newest event that covers them all, signed and cosigned by the quorum.
+
+    One the witnesses missed (one was down) is passed over: it never gets their cosignatures later (a witness
+    cosigns only what extends the checkpoint it holds), so a bundle anchored on it could never verify.
+    """
     newest = max(event.at for event in events)
+    quorum = settings.witness_quorum if settings.witnesses else 0
     for checkpoint_id in itertools.islice(_ids_from(store, newest), ANCHOR_CANDIDATES):
         checkpoint = _checkpoint(store, checkpoint_id)
-        if _covers(checkpoint, events) and store.note(checkpoint_id) is not None:
+        if not _covers(checkpoint, events):
+            continue
+        note = store.note(checkpoint_id)
+        if note is not None and len(cosigned_by(note, settings.witnesses)) >= quorum:
             return checkpoint
     return None
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flowledger.ledger.chain import Position
 from flowledger.ledger.events import GENESIS_HASH, HexHash, canonical, sha256_hex, timestamp
@@ -51,6 +51,15 @@ class Checkpoint(BaseModel):
     root: HexHash
     prev_checkpoint_hash: HexHash
     hash: HexHash
+
+    @model_validator(mode="after")
+    def _one_head_a_chain_in_order(self) -> Checkpoint:
+        # Two heads of one chain would let two readers (one taking the first, one the last) see two histories
+        # under one signature: a checkpoint names each chain once, in chain id order, as build_checkpoint writes.
+        ids = [head.chain_id for head in self.heads]
+        if ids != sorted(set(ids)):
+            raise ValueError("a checkpoint's heads name each chain once, in chain id order")
+        return self
 
     def recomputed_hash(self) -> str:
         return sha256_hex(canonical(self.model_dump(exclude={"hash"}, exclude_none=True)))

@@ -84,8 +84,14 @@ def read_canonical(raw: bytes, model: type[M], error: type[ValueError], what: st
         parsed = json.loads(raw)
         value = model.model_validate(parsed)
         expected = canonical(parsed)  # refuses NaN, infinities and integers past 2**53 (ValueErrors too)
-    except (ValueError, ValidationError) as exc:
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise error(f"not {what}: {where + ': ' if where else ''}{first['msg']}") from None
+    except ValueError as exc:
         raise error(f"not {what}: {str(exc).splitlines()[0]}") from None
+    except RecursionError:  # JSON nested thousands deep: nothing these files hold
+        raise error(f"not {what}: nested too deep") from None
     if raw not in (expected, expected + b"\n"):
         raise error("the file is not in RFC 8785 canonical form")
     return value

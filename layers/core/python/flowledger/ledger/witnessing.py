@@ -173,7 +173,10 @@ def _verified_line(answer: bytes, note: str, key: VerifierKey) -> str:
     """The witness's own cosignature line from its answer, once it verifies over the note's text."""
     try:
         text = parse_note(note).text
-        cosigned = parse_note(text + "\n" + answer.decode())
+        line = answer.decode()
+        if line.count("\n") != 1 or not line.endswith("\n"):  # a blank line would move the note's text
+            raise NoteError("the answer is not one signature line")
+        cosigned = parse_note(text + "\n" + line)
         verify(cosigned, key)
     except (NoteError, UnicodeDecodeError) as exc:
         raise WitnessFailed(f"no good cosignature: {exc}") from None
