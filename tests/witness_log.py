@@ -16,7 +16,7 @@ from flowledger.ledger.consistency import build_consistency
 from flowledger.ledger.merkle import leaf_hash
 from flowledger.ledger.signed_note import ED25519, Note, Signature, VerifierKey
 from flowledger.ledger.tiles import ChainTree
-from flowledger.ledger.witnessing import AddCheckpoint, checkpoint_size
+from flowledger.ledger.witnessing import AddCheckpoint
 from tests.memory_tiles import MemoryTiles
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -71,7 +71,7 @@ class MemoryLog:
     def request(self, checkpoint: Checkpoint, since: Checkpoint | None, **changes: Any) -> bytes:
         """An add-checkpoint body for ``checkpoint`` from the witness's ``since``."""
         fields: dict[str, Any] = {
-            "old_size": checkpoint_size(since) if since else 0,
+            "old_size": since.size if since else 0,
             "note": self.note(checkpoint),
             "checkpoint": checkpoint,
         }

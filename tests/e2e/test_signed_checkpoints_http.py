@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 
 from flowledger.ledger.checkpoint_notes import read_checkpoint_text
 from flowledger.ledger.signed_note import parse_note, parse_vkey, verify
+from tests.bundle_verifier import TOOL
 from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
@@ -69,8 +69,7 @@ def test_an_evidence_bundle_from_the_admin_route_passes_the_standalone_verifier(
     bundle = tmp_path / "bundle.json"
     bundle.write_bytes(answer.content)
     vkey = httpx.get(f"{server.base_url}{KEY_PATH}", timeout=30).json()["vkey"]
-    tool = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
-    ran = subprocess.run([sys.executable, str(tool), str(bundle), "--log-key", vkey], capture_output=True, text=True)
+    ran = subprocess.run([sys.executable, str(TOOL), str(bundle), "--log-key", vkey], capture_output=True, text=True)
     assert ran.returncode == 0 and f"bundle OK: {subject}" in ran.stdout, ran.stdout + ran.stderr
     bad = f"{server.base_url}/admin/v1/audit/bundles?subject=not%20a%20subject"
     refused = httpx.get(bad, headers=sigv4_headers(admin, "GET", bad), timeout=30)

@@ -5,7 +5,6 @@ a changed event, a dropped one, a forged checkpoint, another signer, a missing c
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import struct
 import subprocess
@@ -13,7 +12,6 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,22 +27,11 @@ from flowledger.ledger.events import AuditEntry, canonical
 from flowledger.ledger.signed_note import COSIGNATURE_V1, ED25519, Note, Signature, VerifierKey, cosigned_message
 from flowledger.local.datadir import DataDir
 from flowledger.services import Services
+from tests.bundle_verifier import TOOL, verifier
 from tests.integration.test_audit_cli import store  # noqa: F401  (the fixture: a store behind a data dir)
 
-TOOL = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)  # after the store fixture's own checkpoint, taken now
 STEPS = 6
-
-
-def load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("verify_bundle", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-verifier = load_tool()
 
 
 class Witness:

@@ -23,6 +23,7 @@ from flowledger.ledger.events import AuditEntry
 from flowledger.ledger.signed_note import parse_note, parse_vkey, verify
 from flowledger.ledger.witnessing import ADD_CHECKPOINT, WitnessEndpoint
 from flowledger.services import Services
+from tests.bundle_verifier import TOOL
 from tests.integration.test_checkpoint_signing import Recorded
 
 T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -244,13 +245,12 @@ def test_a_bundle_carries_the_served_witnesses_cosignatures_and_the_standalone_v
     assert checkpoint(services)["unwitnessed"] is False
     bundle = tmp_path / "witnessed.json"
     bundle.write_bytes(export_bundle(services, "flow:fl_witnessed").bundle.to_bytes())
-    tool = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
     log = services.checkpoint_signer.verifier.vkey()
 
     def verify_with(*witness_keys: str) -> subprocess.CompletedProcess[str]:
         keys = [arg for vkey in witness_keys for arg in ("--witness-key", vkey)]
         return subprocess.run(
-            [sys.executable, str(tool), str(bundle), "--log-key", log, *keys], capture_output=True, text=True
+            [sys.executable, str(TOOL), str(bundle), "--log-key", log, *keys], capture_output=True, text=True
         )
 
     ran = verify_with(one.vkey, two.vkey)
@@ -282,12 +282,11 @@ def test_a_bundle_is_anchored_on_the_first_checkpoint_its_witnesses_cosigned_not
     bundle = export_bundle(services, "flow:fl_missed").bundle
     # The missed checkpoint never gets the cosignature (the witness only cosigns what extends what it holds).
     assert bundle.checkpoint.checkpoint_id == caught["checkpoint_id"] != missed["checkpoint_id"]
-    tool = Path(__file__).parents[2] / "tools" / "verify_bundle.py"
     out = tmp_path / "b.json"
     out.write_bytes(bundle.to_bytes())
     log = services.checkpoint_signer.verifier.vkey()
     ran = subprocess.run(
-        [sys.executable, str(tool), str(out), "--log-key", log, "--witness-key", late.vkey],
+        [sys.executable, str(TOOL), str(out), "--log-key", log, "--witness-key", late.vkey],
         capture_output=True,
         text=True,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,13 +15,13 @@ from flowledger.errors import InvalidInput, NotFound, UndecodableItem
 from flowledger.ledger.bundle import MAX_EVENTS, EvidenceBundle, build_bundle
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
 from flowledger.ledger.chain_trees import chain_tree, with_tree_roots
-from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
+from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint, checkpoint_id_at
 from flowledger.ledger.consistency import ConsistencyProof, InvalidConsistency, TreeOf, build_consistency
 from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id, parse_timestamp, timestamp
 from flowledger.ledger.extension import extension_problems
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
-from flowledger.ledger.witnessing import WitnessFailed, checkpoint_size, cosigned_by, submit_to_witnesses
+from flowledger.ledger.witnessing import WitnessFailed, cosigned_by, submit_to_witnesses
 from flowledger.services import Services
 from flowledger.store.decoding import DECODE_ERRORS, undecodable
 
@@ -79,7 +78,7 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
     result: dict[str, object] = {
         "checkpoint_id": checkpoint.checkpoint_id,
         "chains": len(heads),
-        "events": sum(head.seq for head in heads),
+        "events": checkpoint.size,
         **_witness(store, checkpoint, note.to_text(), previous.checkpoint_id if previous else None, services),
     }
     if findings:
@@ -98,19 +97,16 @@ def _witness(
     """
     settings = services.settings
     done = cosigned_by(note, settings.witnesses)
-    tiles = services.aws.table_name("ledger_tiles")
 
     def proof_from(held: str | None) -> tuple[int, dict[str, Any] | None]:
         if held is None:
             return 0, None
         try:
             earlier = store.get(held)
-            proof = build_consistency(
-                earlier, checkpoint, lambda chain_id, size: chain_tree(services.aws.dynamodb, tiles, chain_id, size)
-            )
+            proof = build_consistency(earlier, checkpoint, _trees(services))
         except (store.missing, ValueError) as exc:  # InvalidConsistency is a ValueError
             raise WitnessFailed(f"no consistency proof from checkpoint {held}: {exc}") from None
-        return checkpoint_size(earlier), json.loads(proof.to_bytes())
+        return earlier.size, proof.to_json()
 
     pending = [witness for witness in settings.witnesses if witness.name not in done]
     outcome = submit_to_witnesses(pending, note, checkpoint, since, proof_from, settings.witness_timeout_seconds)
@@ -368,8 +364,8 @@ def export_bundle(services: Services, subject: str) -> Bundled:
     covered = [event for event in events if latest is not None and _covers(latest, [event])]
     if latest is None or latest_id is None or not covered:
         raise NotFound(f"no checkpoint covers {subject}'s events yet; the next one is taken within minutes")
-    anchor = _anchor(store, covered, services.settings) or latest
-    note, latest_note = store.note(anchor.checkpoint_id), store.note(latest_id)
+    latest_note = store.note(latest_id)
+    anchor, note = _anchor(store, covered, services.settings) or (latest, latest_note)
     if note is None or latest_note is None:
         raise NotFound("the checkpoints covering these events were taken before checkpoints were signed")
     trees = _trees(services)
@@ -390,8 +386,9 @@ def _covers(checkpoint: Checkpoint, events: list[AuditEvent]) -> bool:
     return True
 
 
-def _anchor(store: CheckpointStore, events: list[AuditEvent], settings: Settings) -> Checkpoint | None:
-    """The first checkpoint after the newest event that covers them all, signed and cosigned by the quorum.
+def _anchor(store: CheckpointStore, events: list[AuditEvent], settings: Settings) -> tuple[Checkpoint, str] | None:
+    """The first checkpoint after the newest event that covers them all, signed and cosigned by the quorum
+    (with that note, read once).
 
     One the witnesses missed (one was down) is passed over: it never gets their cosignatures later (a witness
     cosigns only what extends the checkpoint it holds), so a bundle anchored on it could never verify.
@@ -404,7 +401,7 @@ def _anchor(store: CheckpointStore, events: list[AuditEvent], settings: Settings
             continue
         note = store.note(checkpoint_id)
         if note is not None and len(cosigned_by(note, settings.witnesses)) >= quorum:
-            return checkpoint
+            return checkpoint, note
     return None
 
 
@@ -420,7 +417,7 @@ def _ids_from(store: CheckpointStore, at: str) -> Iterator[str]:
     time, so the listing starts just before the event.
     """
     start = timestamp(parse_timestamp(at) - CLOCK_MARGIN)
-    return store.iter_ids(start_after=start.replace("-", "").replace(":", "").replace(".", ""))
+    return store.iter_ids(start_after=checkpoint_id_at(start))
 
 
 def _checkpoint(store: CheckpointStore, checkpoint_id: str) -> Checkpoint:

@@ -43,9 +43,8 @@ class CheckpointLines:
 
 def checkpoint_text(origin: str, checkpoint: Checkpoint) -> str:
     """The note text of ``checkpoint`` for the ledger named ``origin``."""
-    size = sum(head.seq for head in checkpoint.heads)
     root = base64.b64encode(bytes.fromhex(checkpoint.root)).decode()
-    return f"{check_name(origin)}\n{size}\n{root}\ncheckpoint {checkpoint.checkpoint_id} {checkpoint.hash}\n"
+    return f"{check_name(origin)}\n{checkpoint.size}\n{root}\ncheckpoint {checkpoint.checkpoint_id} {checkpoint.hash}\n"
 
 
 def read_checkpoint_text(text: str) -> CheckpointLines:

@@ -61,6 +61,11 @@ class Checkpoint(BaseModel):
             raise ValueError("a checkpoint's heads name each chain once, in chain id order")
         return self
 
+    @property
+    def size(self) -> int:
+        """Every event it covers: its heads' seqs summed (the size a checkpoint note and a witness speak of)."""
+        return sum(head.seq for head in self.heads)
+
     def recomputed_hash(self) -> str:
         return sha256_hex(canonical(self.model_dump(exclude={"hash"}, exclude_none=True)))
 
@@ -85,13 +90,18 @@ def build_checkpoint(heads: Sequence[ChainHead], previous: Checkpoint | None, at
     ordered = sorted(heads, key=lambda head: head.chain_id)
     created = timestamp(at)
     fields: dict[str, Any] = {
-        "checkpoint_id": created.replace("-", "").replace(":", "").replace(".", ""),
+        "checkpoint_id": checkpoint_id_at(created),
         "created_at": created,
         "heads": [head.model_dump(exclude_none=True) for head in ordered],
         "root": merkle_root([head.leaf() for head in ordered]).hex(),
         "prev_checkpoint_hash": previous.hash if previous else GENESIS_HASH,
     }
     return Checkpoint(**fields, hash=sha256_hex(canonical(fields)))
+
+
+def checkpoint_id_at(created: str) -> str:
+    """The id of a checkpoint taken at ``created`` (a ``timestamp``): the same text, sortable as a key."""
+    return created.replace("-", "").replace(":", "").replace(".", "")
 
 
 class CheckpointStore:

@@ -11,7 +11,7 @@ is ``leaf_hash(data)``, already hashed.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from flowledger.ledger.merkle import node_hash, split
 
@@ -74,8 +74,8 @@ def multi_inclusion_proof_of(n: int, indexes: Collection[int], root_of: RootOf) 
     """The subtree roots that, with the leaves at ``indexes``, give the root of a tree of ``n``.
 
     One proof for many leaves: RFC 6962's recursion walked left subtree first, and each subtree with none
-    of the leaves in it given by its root (``root_from_leaves`` walks the same way). Leaves written close
-    together share every node above them, so 50 neighbouring events cost about as much as one.
+    of the leaves in it given by its root (``root_from_leaves`` in ``tools/verify_bundle.py`` walks the same
+    way). Leaves written close together share every node above them: 50 neighbouring events cost about one.
     """
     wanted = sorted(set(indexes))
     if not wanted or wanted[0] < 0 or wanted[-1] >= n:
@@ -92,33 +92,6 @@ def multi_inclusion_proof_of(n: int, indexes: Collection[int], root_of: RootOf) 
 
     walk(0, n)
     return nodes
-
-
-def root_from_leaves(n: int, leaves: Mapping[int, bytes], nodes: Sequence[bytes]) -> bytes:
-    """The root of a tree of ``n`` from some of its leaf hashes and ``multi_inclusion_proof_of``'s nodes.
-
-    Raises ``ValueError`` when the nodes are too few or too many for those leaves.
-    """
-    wanted = sorted(leaves)
-    given = iter(nodes)
-
-    def walk(start: int, end: int) -> bytes:
-        if bisect_left(wanted, start) == bisect_left(wanted, end):
-            node = next(given, None)
-            if node is None:
-                raise ValueError("the proof has too few nodes")
-            return node
-        if end - start == 1:
-            return leaves[start]
-        k = split(end - start)
-        return node_hash(walk(start, start + k), walk(start + k, end))
-
-    if not wanted or wanted[0] < 0 or wanted[-1] >= n:
-        raise ValueError(f"leaves outside a tree of {n}")
-    root = walk(0, n)
-    if next(given, None) is not None:
-        raise ValueError("the proof has nodes no leaf needs")
-    return root
 
 
 def verify_consistency(m: int, n: int, first: bytes, second: bytes, proof: Sequence[bytes]) -> None:

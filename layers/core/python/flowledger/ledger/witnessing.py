@@ -83,11 +83,6 @@ class AddCheckpoint(BaseModel):
         )
 
 
-def checkpoint_size(checkpoint: Checkpoint) -> int:
-    """A checkpoint's tree size as its note states it: every event it covers."""
-    return sum(head.seq for head in checkpoint.heads)
-
-
 # (checkpoint id the witness holds, or None for none) -> (old_size, consistency proof from it, or None)
 ProofFrom = Callable[[str | None], tuple[int, dict[str, Any] | None]]
 

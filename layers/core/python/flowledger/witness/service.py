@@ -40,7 +40,6 @@ from flowledger.ledger.witnessing import (
     MAX_REQUEST_BYTES,
     SIZE_CONTENT_TYPE,
     AddCheckpoint,
-    checkpoint_size,
 )
 from flowledger.witness.keys import WitnessKey
 from flowledger.witness.state import WitnessState
@@ -70,7 +69,7 @@ class Refused(Exception):
 
 def _stale(held: Checkpoint | None) -> Refused:
     """409: the size (and checkpoint) the witness holds, to build the proof from."""
-    size = checkpoint_size(held) if held else 0
+    size = held.size if held else 0
     refused = Refused(409, str(size))
     headers = {CHECKPOINT_ID_HEADER: held.checkpoint_id} if held else {}
     refused.answer = Answer(409, f"{size}\n", SIZE_CONTENT_TYPE, headers)
@@ -109,12 +108,12 @@ class Witness:
             raise Refused(400, str(exc)) from None
         checkpoint = request.checkpoint
         said = (lines.size, lines.root, lines.checkpoint_id, lines.checkpoint_hash)
-        if said != (checkpoint_size(checkpoint), checkpoint.root, checkpoint.checkpoint_id, checkpoint.hash):
+        if said != (checkpoint.size, checkpoint.root, checkpoint.checkpoint_id, checkpoint.hash):
             raise Refused(400, "the note's size, root or checkpoint line is not the checkpoint's")
         if checkpoint.recomputed_hash() != checkpoint.hash or checkpoint.recomputed_root() != checkpoint.root:
             raise Refused(422, f"checkpoint {checkpoint.checkpoint_id} does not match its hash or root")
         held = self._state.read(origin)
-        if request.old_size != (checkpoint_size(held) if held else 0):
+        if request.old_size != (held.size if held else 0):
             raise _stale(held)
         if held is None or held.hash != checkpoint.hash:
             self._check_extends(held, checkpoint, request.consistency)
