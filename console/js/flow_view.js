@@ -156,8 +156,8 @@ function afterPaint() {
 
 /**
  * Render the flow ``id`` into ``main`` from ``reads`` (pages/flow.js): ``overview`` and ``firstPage``
- * (promises of the two first answers), ``readPage(limit, cursor)`` and the size of the later pages; no
- * ``reads`` when ``id`` is not a flow id.
+ * (promises of the flow and of its first page of steps, both from the page's one first read),
+ * ``readPage(limit, cursor)`` and the size of the later pages; no ``reads`` when ``id`` is not a flow id.
  */
 export async function render(main, { id, reads }) {
   if (!reads) {

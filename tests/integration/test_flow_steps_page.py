@@ -191,7 +191,7 @@ def test_the_flow_route_is_the_flow_and_its_radar_without_steps(call: Call, serv
     add_step(call, flow_id, inputs={"query": PHI}, pii_fields={"inputs": ["query"]})
     status, active, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN)
     assert status == 200, active
-    assert set(active) == {"flow", "dimensions"}
+    assert set(active) == {"flow", "dimensions", "first_steps"} and active["first_steps"] is None
     assert active["flow"]["step_count"] == 1 and active["flow"]["flow_state"] == "active"
     # No snapshot yet: computed from the step's confidence (0.95 of 1 is 7 of 7).
     assert active["dimensions"]["confidence"]["score"] == 7
@@ -205,6 +205,47 @@ def test_the_flow_route_is_the_flow_and_its_radar_without_steps(call: Call, serv
     assert call("GET", steps_route("fl_" + "0" * 26), user_arn=ADMIN)[0] == 404
 
 
+def test_the_flow_read_with_steps_carries_the_first_page_as_the_steps_route_answers_it(
+    call: Call, services: Services
+) -> None:
+    """The flow page's one first read: the flow and its first page, both audited in one transaction."""
+    flow_id = open_flow(call)
+    ids = batch_in_reverse_id_order(call, flow_id, 4)
+    add_step(call, flow_id, inputs={"query": PHI}, pii_fields={"inputs": ["query"]})
+    status, both, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN, steps="3")
+    assert status == 200, both
+    assert both["flow"]["step_count"] == 5
+    _, alone, _ = call("GET", steps_route(flow_id), user_arn=ADMIN, limit="3")
+    assert both["first_steps"]["steps"] == alone["steps"]
+    assert [s["step_id"] for s in both["first_steps"]["steps"]] == ids[:3]
+    # Its cursor goes on where it stopped, through the steps route; the sealed field stays sealed there too.
+    _, rest, _ = call("GET", steps_route(flow_id), user_arn=ADMIN, cursor=both["first_steps"]["next_cursor"])
+    assert [s["step_id"] for s in rest["steps"]][:1] == [ids[3]] and rest["next_cursor"] is None
+    assert rest["steps"][-1]["inputs"] == {"query": MARKER}
+    assert PHI not in json.dumps(both) + json.dumps(rest)
+    chained = [e for chain in services.ledger.chain_ids() for e in services.ledger.read_chain(chain)]
+    read = next(e for e in chained if e.action == "admin.reasoning.flow.read")
+    first = next(e for e in chained if e.action == "admin.reasoning.flow.steps_read")
+    assert (read.payload, first.payload) == ({"steps": 5}, {"steps": 3, "sealed_fields": 0, "first_page": True})
+    assert (first.chain_id, first.seq) == (read.chain_id, read.seq + 1)  # written together, one transaction
+    # The whole flow in one read: no cursor, and the sealed field counted as the steps route counts it.
+    _, whole, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN, steps="1000")
+    assert len(whole["first_steps"]["steps"]) == 5 and whole["first_steps"]["next_cursor"] is None
+    assert events(services, "admin.reasoning.flow.steps_read")[-1].payload["sealed_fields"] == 1
+
+
+@pytest.mark.parametrize("steps", ["-1", "1001", "x"])
+def test_a_flow_read_asking_for_steps_outside_0_to_1000_is_a_422_and_writes_nothing(
+    call: Call, services: Services, steps: str
+) -> None:
+    flow_id = open_flow(call)
+    status, body, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN, steps=steps)
+    assert (status, body["error"]) == (422, "validation_error"), body
+    missing = call("GET", "/admin/v1/reasoning/flows/fl_" + "0" * 26, user_arn=ADMIN, steps="5")
+    assert missing[0] == 404
+    assert events(services, "admin.reasoning.flow.read") == events(services, "admin.reasoning.flow.steps_read") == []
+
+
 @pytest.mark.parametrize(
     ("who", "arn"), [(None, None), (PATIENT, None), (WRITER, None)], ids=["anonymous", "patient", "writer"]
 )
@@ -214,6 +255,8 @@ def test_the_page_routes_need_an_iam_principal_before_anything_is_validated(
     flow_id = open_flow(call)
     _, step = add_step(call, flow_id, inputs={"query": PHI}, pii_fields={"inputs": ["query"]})
     requests: list[tuple[str, dict[str, str]]] = [
+        (f"/admin/v1/reasoning/flows/{flow_id}", {"steps": "500"}),
+        (f"/admin/v1/reasoning/flows/{flow_id}", {"steps": "-1"}),  # 403, not 422
         (steps_route(flow_id), {}),
         (steps_route(flow_id), {"limit": "0", "cursor": "bad"}),  # 403, not 422: the caller comes first
         (sealed_route(flow_id, step["step_id"]), {"side": "inputs", "field": "query"}),
@@ -225,6 +268,7 @@ def test_the_page_routes_need_an_iam_principal_before_anything_is_validated(
         assert PHI not in json.dumps(body)
     assert events(services, "admin.reasoning.step.sealed_field_opened") == []
     assert events(services, "admin.reasoning.flow.steps_read") == []
+    assert events(services, "admin.reasoning.flow.read") == []
 
 
 def test_a_close_and_the_narrative_read_the_steps_without_their_payloads(call: Call, services: Services) -> None:

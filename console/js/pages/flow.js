@@ -1,7 +1,7 @@
-// The flow page's entry. It asks for the flow (GET /admin/v1/reasoning/flows/{id}) and its first page of
-// steps (GET .../steps?limit=) before it loads the view's code (flow_view.js and the graph, layout and table
-// modules it imports), so the two reads and the code's download run at the same time instead of one after
-// the other.
+// The flow page's entry. It asks for the flow with its first page of steps in one read
+// (GET /admin/v1/reasoning/flows/{id}?steps=) before it loads the view's code (flow_view.js and the graph,
+// layout and table modules it imports), so the read and the code's download run at the same time instead of
+// one after the other. Later pages come from .../steps?cursor=.
 
 import { operatorFetch } from "/console/js/api.js";
 import { preloadModules, stylesheet } from "/console/js/dom.js";
@@ -38,23 +38,21 @@ export async function render(main, { id, query }) {
   let reads = null;
   if (FLOW_ID.test(id || "")) {
     const base = `/admin/v1/reasoning/flows/${encodeURIComponent(id)}`;
-    let sending = 2;
-    let bothSent;
-    const sent = new Promise((resolve) => {
-      bothSent = resolve;
+    let sent;
+    const sending = new Promise((resolve) => {
+      sent = resolve;
     });
-    const onSend = () => --sending === 0 && bothSent();
-    const readPage = (limit, cursor, options = {}) =>
-      operatorFetch(`${base}/steps`, { query: cursor ? { limit, cursor } : { limit }, ...options }).then((r) => r.body);
+    const readPage = (limit, cursor) => operatorFetch(`${base}/steps`, { query: { limit, cursor } }).then((r) => r.body);
+    const overview = quietly(operatorFetch(base, { query: { steps: pageSize(query, FIRST_PAGE) }, onSend: sent }).then((r) => r.body));
     reads = {
-      overview: quietly(operatorFetch(base, { onSend }).then((r) => r.body)),
-      firstPage: quietly(readPage(pageSize(query, FIRST_PAGE), null, { onSend })),
+      overview,
+      firstPage: quietly(overview.then((body) => body.first_steps)),
       readPage,
       pageSize: pageSize(query, PAGE),
     };
-    // The view's code is asked for once both reads are on their way (or one has failed before it was): the
-    // browser compiles modules on the thread that signs the reads, and the reads are the longer wait.
-    await Promise.race([sent, Promise.allSettled([reads.overview, reads.firstPage])]);
+    // The view's code is asked for once the read is on its way (or has failed before it was): the browser
+    // compiles modules on the thread that signs the read, and the read is the longer wait.
+    await Promise.race([sending, overview.catch(() => {})]);
   }
   preloadModules(VIEW_MODULES);
   const view = await import("/console/js/flow_view.js");

@@ -1,4 +1,5 @@
-"""Admin reasoning routes (IAM): one flow's overview, and the flows list (or a trace's flows)."""
+"""Admin reasoning routes (IAM): one flow's overview (with its first page of steps when asked), and the flows list
+(or a trace's flows)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,22 @@ from flowledger.errors import InvalidInput
 from flowledger.reasoning.listing import FlowFilters, FlowListing, window_bound
 from flowledger.reasoning.models import FlowPage
 from flowledger.reasoning.service import FlowService
-from flowledger.reasoning.steps_page import AdminFlowOverview, FlowPageReader
+from flowledger.reasoning.steps_page import MAX_STEPS_PAGE, AdminFlowOverview, FlowPageReader
 
 router = Router()
 
 
 @router.get(
     "/admin/v1/reasoning/flows/<flow_id>",
-    summary="A flow and its radar (its steps: .../steps, a page at a time)",
+    summary="A flow and its radar, and with steps=N its first page of steps (the rest: .../steps)",
     tags=["reasoning-admin"],
 )
-def admin_flow(flow_id: Annotated[str, Path(pattern=r"^fl_[0-9A-Z]{26}$")]) -> AdminFlowOverview:
+def admin_flow(
+    flow_id: Annotated[str, Path(pattern=r"^fl_[0-9A-Z]{26}$")],
+    steps: Annotated[int, Query(ge=0, le=MAX_STEPS_PAGE)] = 0,
+) -> AdminFlowOverview:
     admin = iam_principal(router.current_event.raw_event)
-    return FlowPageReader(services_of(router)).overview(admin, flow_id)
+    return FlowPageReader(services_of(router)).overview(admin, flow_id, steps)
 
 
 _NAME = r"^[a-z][a-z0-9_.-]{0,63}$"

@@ -3,7 +3,9 @@
 A flow may hold up to :data:`~flowledger.reasoning.models.MAX_STEPS_PER_FLOW` steps, so nothing here reads
 them all into one answer:
 
-- the overview is the flow and its radar (``admin.reasoning.flow.read``);
+- the overview is the flow and its radar (``admin.reasoning.flow.read``), and with ``steps`` also the first
+  page of its steps, as the steps route answers it (the flow page's one first read: a round trip, a flow
+  read and an audit write fewer than reading the two apart; both events are written, in one transaction);
 - the steps come in creation order, a page at a time, from the steps table's ``by_created`` index
   (``flow_id``, ``created_at``); a page ends at ``limit`` steps or at :data:`MAX_PAGE_BYTES` of step
   data, whichever comes first, and is audited (``admin.reasoning.flow.steps_read``, counts only);
@@ -65,19 +67,23 @@ _LEAN_NAMES = {
 _SIGNAL_NAMES = {"#k": "step_kind", "#a": "agent", "#c": "confidence"}
 
 
-class AdminFlowOverview(BaseModel):
-    """A flow and its radar: what the flow page shows before its steps (read with ``.../steps``)."""
-
-    flow: FlowView
-    dimensions: Dimensions
-
-
 class AdminStepPage(BaseModel):
     """Steps of one flow in creation order, sealed fields shown as ``{"__sealed__": true}``."""
 
     flow_id: str
     steps: list[AdminStepView]
     next_cursor: str | None = Field(description="hand back as cursor for the next page; null after the last")
+
+
+class AdminFlowOverview(BaseModel):
+    """A flow and its radar, and when asked for, the first page of its steps (the rest: ``.../steps``)."""
+
+    flow: FlowView
+    dimensions: Dimensions
+    first_steps: AdminStepPage | None = Field(
+        default=None,
+        description="with `steps=N`: the first page of up to N steps, as `.../steps?limit=N` answers it; null without",
+    )
 
 
 class SealedFieldValue(BaseModel):
@@ -99,23 +105,31 @@ class FlowPageReader:
         self._flows = services.aws.table_name("flows")
         self._steps = services.aws.table_name("steps")
 
-    def overview(self, admin: Principal, flow_id: str) -> AdminFlowOverview:
-        """The flow and its radar, no steps (``admin.reasoning.flow.read``).
+    def overview(self, admin: Principal, flow_id: str, steps: int = 0) -> AdminFlowOverview:
+        """The flow and its radar (``admin.reasoning.flow.read``); with ``steps``, its first page of that many.
 
         A closed flow's radar is its snapshot; an active flow's is computed from its steps' kinds,
-        agents and confidences (one lean query, never their inputs or outputs).
+        agents and confidences (one lean query, never their inputs or outputs). The first page is the
+        steps route's first page (audited as that route audits it, in the same transaction as the read).
         """
+        if not 0 <= steps <= MAX_STEPS_PAGE:
+            raise InvalidInput(f"steps must be between 0 and {MAX_STEPS_PAGE}")
         flow = self._flow(flow_id)
         dimensions = flow.dimensions_snapshot or self._active_dimensions(flow)
-        self._s.ledger.append(
+        entries = [
             AuditEntry(
                 action="admin.reasoning.flow.read",
                 actor=admin.actor,
                 subject=f"flow:{flow_id}",
                 payload={"steps": flow.step_count},
             )
-        )
-        return AdminFlowOverview(flow=flow, dimensions=dimensions)
+        ]
+        first = None
+        if steps:
+            first = self._read_page(flow_id, steps, None)
+            entries.append(_steps_read(admin, first, first_page=True))
+        self._s.ledger.append_all(entries)
+        return AdminFlowOverview(flow=flow, dimensions=dimensions, first_steps=first)
 
     def steps(self, admin: Principal, flow_id: str, limit: int, cursor: str | None) -> AdminStepPage:
         """Up to ``limit`` steps after ``cursor`` in creation order (``admin.reasoning.flow.steps_read``).
@@ -126,19 +140,9 @@ class FlowPageReader:
             raise InvalidInput(f"limit must be between 1 and {MAX_STEPS_PAGE}")
         start = _decode_step_cursor(cursor, flow_id) if cursor else None
         self._flow(flow_id)
-        steps, last_key = self._page(flow_id, limit, start)
-        sealed = sum(
-            v == SEALED_PLACEHOLDER for step in steps for side in (step.inputs, step.outputs) for v in side.values()
-        )
-        self._s.ledger.append(
-            AuditEntry(
-                action="admin.reasoning.flow.steps_read",
-                actor=admin.actor,
-                subject=f"flow:{flow_id}",
-                payload={"steps": len(steps), "sealed_fields": sealed, "first_page": start is None},
-            )
-        )
-        return AdminStepPage(flow_id=flow_id, steps=steps, next_cursor=encode_cursor(last_key) if last_key else None)
+        page = self._read_page(flow_id, limit, start)
+        self._s.ledger.append(_steps_read(admin, page, first_page=start is None))
+        return page
 
     def open_sealed(self, admin: Principal, flow_id: str, step_id: str, side: Side, field: str) -> SealedFieldValue:
         """One sealed field opened (``admin.reasoning.step.sealed_field_opened``, naming it, never its value).
@@ -180,6 +184,10 @@ class FlowPageReader:
         if "Item" not in response:
             raise NotFound(f"no flow {flow_id}")
         return decoded(response["Item"], FlowView.model_validate, f"flow {flow_id}", flow_id)
+
+    def _read_page(self, flow_id: str, limit: int, start: dict[str, Any] | None) -> AdminStepPage:
+        steps, last_key = self._page(flow_id, limit, start)
+        return AdminStepPage(flow_id=flow_id, steps=steps, next_cursor=encode_cursor(last_key) if last_key else None)
 
     def _page(
         self, flow_id: str, limit: int, start: dict[str, Any] | None
@@ -263,6 +271,19 @@ def steps_without_payloads(services: Services, flow_id: str) -> list[dict[str, A
 def _lean_step(values: dict[str, Any]) -> dict[str, Any]:
     StepView.model_validate(values)
     return values
+
+
+def _steps_read(admin: Principal, page: AdminStepPage, *, first_page: bool) -> AuditEntry:
+    """The audit entry of a page of steps read: how many, how many sealed fields in them (never a value)."""
+    sealed = sum(
+        v == SEALED_PLACEHOLDER for step in page.steps for side in (step.inputs, step.outputs) for v in side.values()
+    )
+    return AuditEntry(
+        action="admin.reasoning.flow.steps_read",
+        actor=admin.actor,
+        subject=f"flow:{page.flow_id}",
+        payload={"steps": len(page.steps), "sealed_fields": sealed, "first_page": first_page},
+    )
 
 
 def audited_name(field: str) -> str:
