@@ -16,7 +16,9 @@ import { h, s, stylesheet } from "/console/js/dom.js";
 import { FlowSteps, NODE_H, NODE_W, ROW_H, findLoops, layoutFlow, loopLabel } from "/console/js/flow_layout.js";
 import { mountTimeline } from "/console/js/flow_timeline.js";
 
-const MAX_DOM_NODES = 400; // past this many nodes in view, boxes on the canvas (text would be unreadable anyway)
+// Past this many nodes in view, boxes on the canvas (their text would be unreadable anyway): a pan that brings
+// ~200 SVG nodes into view took 100-150 ms a frame, over the 100 ms an interaction may take.
+const MAX_DOM_NODES = 150;
 const MIN_SCALE = 0.0002; // a 20,000-step chain fits a screen
 const MAX_SCALE = 2.5;
 const ZOOM_STEP = 1.25;

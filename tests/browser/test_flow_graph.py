@@ -278,6 +278,22 @@ def test_the_timeline_draws_bars_by_time_and_latency(page: Any, console_server: 
     assert serious_violations(page) == []
 
 
+def test_past_150_steps_in_view_the_graph_draws_boxes_so_a_pan_stays_quick(
+    page: Any, console_server: RunningServer
+) -> None:
+    """250 steps fitted: boxes on the canvas (some 200 SVG nodes made a pan's frame take over 100 ms)."""
+    steps = fan_in(50)
+    mount(page, console_server, steps, per_page=250)
+    page.keyboard.press("Tab")
+    page.get_by_role("button", name="Fit the whole flow (0)").click()
+    wait_until(page, "document.querySelector('.fg').dataset.detail === 'overview'")
+    assert page.locator(".fg-node").count() <= 1  # only the focused node stays an element
+    for _ in range(6):  # closer in: few enough in view to be nodes again, each one an element
+        page.get_by_role("button", name="Zoom in (+)").click()
+    wait_until(page, "document.querySelector('.fg').dataset.detail === 'nodes'")
+    assert 1 < page.locator(".fg-node").count() <= 150
+
+
 def test_a_2000_step_flow_keeps_the_dom_small(page: Any, console_server: RunningServer) -> None:
     steps = fan_in(400)
     mount(page, console_server, steps, per_page=500)
