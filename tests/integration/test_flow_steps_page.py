@@ -215,6 +215,14 @@ def test_the_flow_read_with_steps_carries_the_first_page_as_the_steps_route_answ
     status, both, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN, steps="3")
     assert status == 200, both
     assert both["flow"]["step_count"] == 5
+    chained = [e for chain in services.ledger.chain_ids() for e in services.ledger.read_chain(chain)]
+    assert [e.action for e in chained if e.action.startswith("admin.")] == [
+        "admin.reasoning.flow.read",
+        "admin.reasoning.flow.steps_read",
+    ]
+    read, first = (e for e in chained if e.action.startswith("admin."))
+    assert (read.payload, first.payload) == ({"steps": 5}, {"steps": 3, "sealed_fields": 0, "first_page": True})
+    assert (first.chain_id, first.seq) == (read.chain_id, read.seq + 1)  # written together, one transaction
     _, alone, _ = call("GET", steps_route(flow_id), user_arn=ADMIN, limit="3")
     assert both["first_steps"]["steps"] == alone["steps"]
     assert [s["step_id"] for s in both["first_steps"]["steps"]] == ids[:3]
@@ -223,11 +231,6 @@ def test_the_flow_read_with_steps_carries_the_first_page_as_the_steps_route_answ
     assert [s["step_id"] for s in rest["steps"]][:1] == [ids[3]] and rest["next_cursor"] is None
     assert rest["steps"][-1]["inputs"] == {"query": MARKER}
     assert PHI not in json.dumps(both) + json.dumps(rest)
-    chained = [e for chain in services.ledger.chain_ids() for e in services.ledger.read_chain(chain)]
-    read = next(e for e in chained if e.action == "admin.reasoning.flow.read")
-    first = next(e for e in chained if e.action == "admin.reasoning.flow.steps_read")
-    assert (read.payload, first.payload) == ({"steps": 5}, {"steps": 3, "sealed_fields": 0, "first_page": True})
-    assert (first.chain_id, first.seq) == (read.chain_id, read.seq + 1)  # written together, one transaction
     # The whole flow in one read: no cursor, and the sealed field counted as the steps route counts it.
     _, whole, _ = call("GET", f"/admin/v1/reasoning/flows/{flow_id}", user_arn=ADMIN, steps="1000")
     assert len(whole["first_steps"]["steps"]) == 5 and whole["first_steps"]["next_cursor"] is None
