@@ -13,7 +13,7 @@ each run: a first visit, empty cache. Each visit starts once the new tab has set
 tab's renderer takes some half a second of a core to start on this machine (navigating to ``/health`` at once
 cost it ~600 ms of CPU, a second navigation ~130 ms), and a visit begun while it starts measures that start,
 not the page: 470 ms against 800 ms for the same page, alternated on one server. The 500-step figure without
-the wait is printed too (``navigating as the tab opens``), for comparison with the figures before.
+the wait is printed too (``ready, navigating at once``), for comparison with the figures before.
 
 Per run, from the page's own performance timeline: navigation start to ``flowledger:flow-first-view`` (the
 graph's overview and the first page of steps drawn) and to ``flowledger:flow-ready`` (every step read and

@@ -144,7 +144,7 @@ def _latest_readable(store: CheckpointStore, findings: list[Finding], now: datet
             yield from (i for i in reversed(store.ids()) if i < recent[0])
 
     for checkpoint_id in itertools.chain(reversed(recent), older()):
-        read = _read_checkpoints(store, [checkpoint_id], findings)[0]
+        read = _read_checkpoint(store, checkpoint_id, findings)
         if read is not None:
             return read
     return None
@@ -235,15 +235,17 @@ def _stray_chains(ledger: Ledger) -> list[ChainReport]:
 
 def _read_checkpoints(store: CheckpointStore, ids: list[str], findings: list[Finding]) -> list[Checkpoint | None]:
     """Each checkpoint in ``ids`` order, None (and a finding) for one that does not parse."""
-    checkpoints: list[Checkpoint | None] = []
-    for checkpoint_id in ids:
-        try:
-            checkpoints.append(store.get(checkpoint_id))
-        except ValueError as exc:  # not UTF-8, not JSON, or not a checkpoint's fields
-            problem = f"not a well-formed checkpoint ({type(exc).__name__})"
-            findings.append(Finding(f"checkpoint {checkpoint_id}", "malformed", problem))
-            checkpoints.append(None)
-    return checkpoints
+    return [_read_checkpoint(store, checkpoint_id, findings) for checkpoint_id in ids]
+
+
+def _read_checkpoint(store: CheckpointStore, checkpoint_id: str, findings: list[Finding]) -> Checkpoint | None:
+    """The checkpoint, or None (and a finding) when it does not parse."""
+    try:
+        return store.get(checkpoint_id)
+    except ValueError as exc:  # not UTF-8, not JSON, or not a checkpoint's fields
+        problem = f"not a well-formed checkpoint ({type(exc).__name__})"
+        findings.append(Finding(f"checkpoint {checkpoint_id}", "malformed", problem))
+        return None
 
 
 def _checkpoint_findings(
@@ -299,7 +301,7 @@ def prove(ledger: Ledger, store: CheckpointStore, event_id: str) -> InclusionPro
 def _prove(ledger: Ledger, store: CheckpointStore, event: AuditEvent, chain_id: str, seq: int) -> InclusionProof:
     event_id = event.event_id
     for checkpoint_id in _ids_from(store, event.at):
-        checkpoint = _read_checkpoints(store, [checkpoint_id], [])[0]
+        checkpoint = _read_checkpoint(store, checkpoint_id, [])
         head = checkpoint.head_of(chain_id) if checkpoint else None  # a malformed checkpoint covers nothing
         if checkpoint is not None and head is not None and head.seq >= seq:
             segment = list(ledger.read_chain(chain_id, after_seq=seq, until_seq=head.seq))
@@ -365,7 +367,7 @@ def export_bundle(services: Services, subject: str) -> Bundled:
     if latest is None or latest_id is None or not covered:
         raise NotFound(f"no checkpoint covers {subject}'s events yet; the next one is taken within minutes")
     latest_note = store.note(latest_id)
-    anchor, note = _anchor(store, covered, services.settings) or (latest, latest_note)
+    anchor, note = _anchor(store, covered, services.settings, latest, latest_note) or (latest, latest_note)
     if note is None or latest_note is None:
         raise NotFound("the checkpoints covering these events were taken before checkpoints were signed")
     trees = _trees(services)
@@ -386,9 +388,11 @@ def _covers(checkpoint: Checkpoint, events: list[AuditEvent]) -> bool:
     return True
 
 
-def _anchor(store: CheckpointStore, events: list[AuditEvent], settings: Settings) -> tuple[Checkpoint, str] | None:
+def _anchor(
+    store: CheckpointStore, events: list[AuditEvent], settings: Settings, latest: Checkpoint, latest_note: str | None
+) -> tuple[Checkpoint, str] | None:
     """The first checkpoint after the newest event that covers them all, signed and cosigned by the quorum
-    (with that note, read once).
+    (with that note, read once; the latest checkpoint and its note, already read, are not read again).
 
     One the witnesses missed (one was down) is passed over: it never gets their cosignatures later (a witness
     cosigns only what extends the checkpoint it holds), so a bundle anchored on it could never verify.
@@ -396,10 +400,11 @@ def _anchor(store: CheckpointStore, events: list[AuditEvent], settings: Settings
     newest = max(event.at for event in events)
     quorum = settings.witness_quorum if settings.witnesses else 0
     for checkpoint_id in itertools.islice(_ids_from(store, newest), ANCHOR_CANDIDATES):
-        checkpoint = _checkpoint(store, checkpoint_id)
+        is_latest = checkpoint_id == latest.checkpoint_id
+        checkpoint = latest if is_latest else _checkpoint(store, checkpoint_id)
         if not _covers(checkpoint, events):
             continue
-        note = store.note(checkpoint_id)
+        note = latest_note if is_latest else store.note(checkpoint_id)
         if note is not None and len(cosigned_by(note, settings.witnesses)) >= quorum:
             return checkpoint, note
     return None
