@@ -18,7 +18,7 @@ from moto import mock_aws
 
 from flowledger.config import load_settings
 from flowledger.ledger.store import Ledger
-from flowledger.local import moto_kms_ed25519, moto_state, moto_transactions
+from flowledger.local import moto_kms_ed25519, moto_transactions
 from flowledger.local.datadir import DataDir
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.moto_server import LockedMotoServer
@@ -27,7 +27,7 @@ from flowledger.pathways.snapshot import _POINTERS
 from flowledger.reasoning.dimensions import compute_dimensions
 from flowledger.reasoning.models import FlowView, Outcome
 from flowledger.services import Services, bootstrap, build_services
-from flowledger.store.provision import provision_all
+from tests.integration.provisioned import ProvisionedStates
 from tests.jwks import jwks_served
 
 
@@ -62,30 +62,6 @@ def fresh_ledger() -> Callable[[Services], Ledger]:
         )
 
     return make
-
-
-class ProvisionedStates:
-    """What ``provision_all`` makes, made once per set of resource names in this test process and put
-    back into each test's fresh moto from a state file, as ``flowledger serve`` restores its store.
-
-    Provisioning through the API costs about 100 ms (13 tables, 3 buckets, a KMS key); loading the
-    saved result about 1 ms (the file is read and checksummed each time), over some 1,500 tests.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self._folder = folder
-        self._files: dict[tuple[str, ...], Path] = {}
-
-    def provision(self, services: Services) -> None:
-        settings = services.settings
-        names = (settings.resource_prefix, settings.bucket_suffix, settings.aws_region, settings.data_key_id)
-        saved = self._files.get(names)
-        if saved is not None and moto_state.load_state(saved) is not None:
-            return
-        provision_all(services.aws, settings)
-        saved = self._folder / f"provisioned-{len(self._files)}.state"
-        moto_state.write_state_file(saved, moto_state.dump_state())
-        self._files[names] = saved
 
 
 @pytest.fixture(scope="session")

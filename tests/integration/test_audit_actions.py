@@ -6,7 +6,6 @@ the routes, the jobs and the documentation's audit ledger page (docs/audit-ledge
 from __future__ import annotations
 
 import ast
-import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -34,8 +33,7 @@ from tests.integration.audit_table import (
     readable_flow,
     recorded_by,
 )
-
-DEPLOYMENTS = itertools.count()
+from tests.integration.provisioned import ProvisionedStates
 
 # The page that documents every audited action, in its "Audited actions" table.
 AUDIT_PAGE = ROOT / "docs" / "audit-ledger.md"
@@ -50,9 +48,9 @@ def clients() -> Iterator[AwsClients]:
 
 
 @pytest.fixture
-def env(clients: AwsClients, monkeypatch: pytest.MonkeyPatch) -> Env:
-    """A deployment of the row's own (its own tables) on the module's moto."""
-    return Env(deployment(clients, f"row{next(DEPLOYMENTS)}"), monkeypatch)
+def env(clients: AwsClients, provisioned_states: ProvisionedStates, monkeypatch: pytest.MonkeyPatch) -> Env:
+    """A deployment of the row's own on the module's moto, emptied of every earlier row's."""
+    return Env(deployment(clients, "row", provisioned_states), monkeypatch)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])

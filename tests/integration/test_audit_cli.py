@@ -23,8 +23,13 @@ T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def store(data_dir: DataDir, locked_moto: str, tmp_path: Path) -> tuple[Services, list[AuditEvent]]:
-    prefix = f"cli{uuid.uuid4().hex[:10]}"  # a fresh set of tables per test on the shared server
+def store(data_dir: DataDir, locked_moto: str) -> tuple[Services, list[AuditEvent]]:
+    return open_store(data_dir, locked_moto)
+
+
+def open_store(data_dir: DataDir, locked_moto: str) -> tuple[Services, list[AuditEvent]]:
+    """A fresh set of tables on the shared server, reached through ``data_dir``, with 12 events checkpointed."""
+    prefix = f"cli{uuid.uuid4().hex[:10]}"
     services = build_services(load_settings(aws_endpoint_url=locked_moto, resource_prefix=prefix), EMBEDDED_CREDENTIALS)
     provision_all(services.aws, services.settings)
     data_dir.write_endpoints(

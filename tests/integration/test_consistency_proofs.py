@@ -21,7 +21,7 @@ from flowledger.ledger.merkle import leaf_hash
 from flowledger.ledger.tiles import ChainTree
 from flowledger.local.datadir import DataDir
 from flowledger.services import Services
-from tests.integration.test_audit_cli import store  # noqa: F401  (the fixture: a store behind a data dir)
+from tests.integration.test_audit_cli import open_store
 from tests.memory_tiles import MemoryTiles
 
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)  # after the store fixture's own checkpoint, taken now
@@ -47,11 +47,27 @@ def checkpoints(services: Services, rounds: list[int]) -> list[Checkpoint]:
     return taken
 
 
-@pytest.fixture
-def two(request: pytest.FixtureRequest) -> tuple[Services, Checkpoint, Checkpoint]:
-    services, _ = request.getfixturevalue("store")
+@pytest.fixture(scope="module")
+def proved(
+    locked_moto: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Services, Checkpoint, Checkpoint, DataDir]:
+    """Two checkpoints 610 events apart, built once: every test here only reads them (or copies of proofs)."""
+    data_dir = DataDir(tmp_path_factory.mktemp("proved") / "data")
+    data_dir.ensure("us-east-1")
+    services, _ = open_store(data_dir, locked_moto)
     first, second = checkpoints(services, [10, 600])  # past two tiles of chain-000 between them
-    return services, first, second
+    return services, first, second, data_dir
+
+
+@pytest.fixture
+def two(proved: tuple[Services, Checkpoint, Checkpoint, DataDir]) -> tuple[Services, Checkpoint, Checkpoint]:
+    return proved[:3]
+
+
+@pytest.fixture
+def data_dir(proved: tuple[Services, Checkpoint, Checkpoint, DataDir]) -> DataDir:
+    """The CLI reaches the module's store through its data dir."""
+    return proved[3]
 
 
 def test_the_cli_writes_a_small_proof_that_checks_offline(
