@@ -1,13 +1,16 @@
-"""The template-validation matrix (issue #28): every documented CDK context setting, alone and all together.
+"""The template-validation matrix (issue #28): every documented CDK context setting, in few templates.
 
 Each entry is a CDK context on top of cdk.json's, as ``cdk -c`` would give it, and is synthesized for an
-environment (account and region set, as ``cdk deploy`` sets them from the caller's credentials): each entry
-in eu-west-1, the base and "all-together" in us-east-1 too, and the base in the aws-cn and aws-us-gov
-partitions. The tests (``tests/infra/test_deploy_matrix*.py``) and ``scripts/check_templates.py`` (``make
+environment (account and region set, as ``cdk deploy`` sets them from the caller's credentials): the base
+in eu-west-1, us-east-1 and the aws-cn and aws-us-gov partitions; four mixes, each a few settings that touch
+different resources (issue #43: one template for several settings alone, where there was one each); and
+all settings together in eu-west-1 and us-east-1. Ten templates. :data:`DOCUMENTED_FORMS` lists every
+setting of docs/deployment.md with its value forms, and the tests check that each form is in some entry.
+The tests (``tests/infra/test_deploy_matrix*.py``) and ``scripts/check_templates.py`` (``make
 template-check``: cfn-lint and checkov on every template) both read it, so it imports nothing of pytest's.
 
-A ``prod`` stage needs a model that reaches a server, so every prod entry starts from :data:`BASE` (the
-model by secret); a ``dev`` entry may go without one. Context strings may hold ``{partition}``,
+A ``prod`` stage needs a model that reaches a server, so every prod entry names one (the model's three
+forms anchor three entries); a ``dev`` entry may go without one. Context strings may hold ``{partition}``,
 ``{region}`` and ``{account}``: a setting whose ARN must be in the stack's own region (an API certificate)
 gets the target's, and every other ARN matches the partition the stack deploys to.
 """
@@ -19,7 +22,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,9 +85,6 @@ DOMAIN = {
 }
 RESERVED_CONCURRENCY = {"chat": 20, "chat-buffered": 5, "jobs": 2}
 
-BASE: dict[str, Any] = {"flowledger:model": MODEL_SECRET}
-
-# One entry per documented setting alone (on BASE where the stage is prod), then all of them together.
 # Two witnesses the checkpoint job submits to (url, cosignature verifier key: type 0x04).
 WITNESSES = [
     {
@@ -96,47 +96,67 @@ WITNESSES = [
         "vkey": "witness-b.example.org+45f575b6+BHyx7+KWUCwVVCHrUyyZ+cYtfJUcs8WmghPEO2RC7MSu",
     },
 ]
+
+BASE: dict[str, Any] = {"flowledger:model": MODEL_SECRET}
+
+# The base; four "mixes", each a few settings that touch different resources (or different properties of
+# one function: its environment, its concurrency, its grants), so that one template proves each of them
+# without the rest; then all of them together. A value that excludes another (the model's forms, the
+# empty CORS setting and given origins, flow capture off and the research loop, waf true and its object,
+# the dev stage and prod's) sits in another template than its rival: the mixes hold what "all-together"
+# cannot.
 MATRIX: dict[str, dict[str, Any]] = {
     "base": BASE,
-    "dev": {"flowledger:stage": "dev"},  # a trial may answer with the offline model: no flowledger:model
-    "continuity": {**BASE, "flowledger:continuity": True},
-    "continuity-native-reruns-off": {**BASE, "flowledger:continuityNativeReruns": False},
-    "research-loop": {**BASE, "flowledger:researchLoop": True, "flowledger:criticDispatchStrategy": "re_research"},
-    "model-literal": {"flowledger:model": MODEL_LITERAL},
-    "model-parameters": {"flowledger:model": MODEL_PARAMETERS},
-    "embeddings-openai": {
-        **BASE,
-        "flowledger:embeddings": {"pathways": "openai_text_3_small", "knowledge": "openai_text_3_small"},
+    # A trial: the offline model (no flowledger:model), so none of the settings that need a server.
+    "dev-mix": {
+        "flowledger:stage": "dev",
+        "flowledger:flowCapture": False,  # every agent's capture off: the research loop stays off
+        "flowledger:continuityNativeReruns": False,  # the chat's environment
+        "flowledger:alarmTopicArn": ALARM_TOPIC,  # every alarm's action; the stack makes no topic
+        # The console's and the API's custom names; corsOrigins unset, so the API allows the custom name.
+        "flowledger:domain": DOMAIN,
     },
-    "embeddings-voyage": {
-        **BASE,
+    # The model as literal values; OpenAI embeddings through its server; CORS left to the console's own
+    # distribution (empty, whatever cdk.json says); diagnosis grants the chat function alone.
+    "literal-mix": {
+        "flowledger:model": MODEL_LITERAL,
+        "flowledger:embeddings": {"pathways": "openai_text_3_small", "knowledge": "openai_text_3_small"},
+        "flowledger:corsOrigins": "",
+        "flowledger:diagnosisLogGroups": DIAGNOSIS_LOG_GROUPS,  # documented together (docs/diagnosis.md)
+        "flowledger:diagnosisDataApi": DIAGNOSIS_DATA_API,
+    },
+    # The model by SSM parameters; Voyage for pathways (its key's secret to the pathway functions alone);
+    # the research loop (the jobs' environment), continuity (the chat's), reserved concurrency (three
+    # functions' own), the console pool as token issuer, and a prefix on every physical name.
+    "parameters-mix": {
+        "flowledger:model": MODEL_PARAMETERS,
         "flowledger:embeddings": {
             "pathways": "voyage_3_5_lite",
             "knowledge": "hash_bucket_v1",
             "voyageSecretArn": VOYAGE_SECRET,
         },
+        "flowledger:researchLoop": True,
+        "flowledger:criticDispatchStrategy": "re_research",
+        "flowledger:continuity": True,
+        "flowledger:reservedConcurrency": RESERVED_CONCURRENCY,
+        "flowledger:tokenIssuer": "console-pool",
+        "flowledger:resourcePrefix": "acme-ledger",
     },
-    # Documented together (docs/diagnosis.md, "Deploying diagnosis"); both grant the chat function alone.
-    "diagnosis": {
+    # us-east-1 (ENTRY_REGIONS): waf true makes the distribution's web ACL in the stack. The API stage's
+    # throttling, and the witnesses (the checkpoint job's environment and its alarm).
+    "waf-mix": {
         **BASE,
-        "flowledger:diagnosisLogGroups": DIAGNOSIS_LOG_GROUPS,
-        "flowledger:diagnosisDataApi": DIAGNOSIS_DATA_API,
+        "flowledger:waf": True,
+        "flowledger:apiThrottle": API_THROTTLE,
+        "flowledger:witnesses": WITNESSES,
+        "flowledger:witnessQuorum": 1,
     },
-    "console-pool-issuer": {**BASE, "flowledger:tokenIssuer": "console-pool"},
-    "api-throttle": {**BASE, "flowledger:apiThrottle": API_THROTTLE},
-    # Empty (whatever cdk.json says): the API allows the console's own distribution; given: those origins alone.
-    "cors-empty": {**BASE, "flowledger:corsOrigins": ""},
-    "cors-origins": {**BASE, "flowledger:corsOrigins": CORS_ORIGINS},
-    "alarm-topic": {**BASE, "flowledger:alarmTopicArn": ALARM_TOPIC},
-    "resource-prefix": {**BASE, "flowledger:resourcePrefix": "acme-ledger"},  # every physical name
-    # ---- A NEW CONTEXT SETTING goes here: an entry with it alone (on BASE, since a prod stage needs a model),
-    # and its key in "all-together" below. flowCapture, waf, domain and reservedConcurrency came this way. ----
-    "flow-capture-off": {**BASE, "flowledger:flowCapture": False},
-    "waf": {**BASE, "flowledger:waf": True},  # us-east-1 (ENTRY_REGIONS): the distribution's web ACL made here
-    "domain": {**BASE, "flowledger:domain": DOMAIN},
-    "reserved-concurrency": {**BASE, "flowledger:reservedConcurrency": RESERVED_CONCURRENCY},
-    "witnesses": {**BASE, "flowledger:witnesses": WITNESSES, "flowledger:witnessQuorum": 1},
-    # ---- end of the added settings ----
+    # ---- A NEW CONTEXT SETTING goes here: its key and each of its documented value forms in
+    # DOCUMENTED_FORMS below (test_deploy_matrix_settings.py fails until every documented key is there and
+    # every form is in some entry); its value in the mix whose settings touch none of the resources it
+    # touches (a prod mix needs a model: the model's forms are the mixes' anchors), or in a new mix when
+    # it excludes a value of each; a form that excludes none of all-together's values goes there too.
+    # flowCapture, waf, domain, reservedConcurrency and witnesses came this way. ----
     "all-together": {
         "flowledger:stage": "prod",
         "flowledger:model": {"secretArn": MODEL_SECRET["secretArn"], **MODEL_PARAMETERS},
@@ -157,7 +177,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "flowledger:alarmTopicArn": ALARM_TOPIC,
         "flowledger:resourcePrefix": "acme-ledger",
         "flowledger:lwaLayerVersion": 25,  # only the chat functions' layer ARN: checked here alone
-        # The added settings. The research loop needs flow capture on, so it stays at its default here.
+        # The research loop needs flow capture on, so it stays at its default here.
         "flowledger:flowCapture": True,
         "flowledger:waf": WAF,
         "flowledger:domain": DOMAIN,
@@ -166,12 +186,100 @@ MATRIX: dict[str, dict[str, Any]] = {
         "flowledger:witnessQuorum": 1,
     },
 }
-# Where each entry is synthesized when not in HOME_REGION alone.
+# Where each entry is synthesized when not in HOME_REGION alone. The base and all-together in a second
+# region of the aws partition: the names AWS keeps account-wide must differ between the two.
 ENTRY_REGIONS: dict[str, tuple[str, ...]] = {
     "base": (HOME_REGION, GLOBAL_REGION, *PARTITION_REGIONS.values()),
-    "waf": (GLOBAL_REGION,),
+    "waf-mix": (GLOBAL_REGION,),
     "all-together": (HOME_REGION, GLOBAL_REGION),
 }
+
+# The context every entry starts from, as `cdk -c` adds to it: cdk.json's.
+CDK_JSON_CONTEXT: dict[str, Any] = json.loads((Path(__file__).resolve().parents[2] / "cdk.json").read_text())["context"]
+
+
+def _is(*values: Any) -> Callable[[Any], bool]:
+    return lambda value: any(value is v if isinstance(v, bool) or v is None else value == v for v in values)
+
+
+def _given(kind: type) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, kind) and bool(value)
+
+
+def _model(*keys: str) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, dict) and set(keys) <= set(value) and set(value) - {"model"} <= set(keys)
+
+
+def _embedding(part: str, default: str, model: str) -> Callable[[Any], bool]:
+    return lambda value: (value or {}).get(part, default) == model
+
+
+_PREFIX = CDK_JSON_CONTEXT["flowledger:resourcePrefix"]
+_LWA = CDK_JSON_CONTEXT["flowledger:lwaLayerVersion"]
+# Every setting of docs/deployment.md's table ("Every -c setting") and each of its documented value forms:
+# a test over the value each entry gives it (cdk.json's underneath, None where neither sets it).
+DOCUMENTED_FORMS: dict[str, dict[str, Callable[[Any], bool]]] = {
+    "flowledger:resourcePrefix": {
+        "cdk.json's": _is(_PREFIX),
+        "another": lambda v: isinstance(v, str) and v != _PREFIX,
+    },
+    "flowledger:stage": {"prod (default)": _is(None, "prod"), "dev": _is("dev")},
+    "flowledger:model": {
+        "none (dev)": _is(None),
+        "secretArn": _model("secretArn"),
+        "baseUrl": _model("baseUrl"),
+        "parameters": _model("baseUrlParameter", "modelParameter"),
+        "secretArn with parameters": _model("secretArn", "baseUrlParameter", "modelParameter"),
+    },
+    "flowledger:embeddings": {
+        "default": _is(None),
+        **{
+            f"pathways {m}": _embedding("pathways", "hash_bucket_v1", m)
+            for m in ("hash_bucket_v1", "openai_text_3_small", "voyage_3_5_lite")
+        },
+        **{
+            f"knowledge {m}": _embedding("knowledge", "none", m)
+            for m in ("none", "hash_bucket_v1", "openai_text_3_small")
+        },
+    },
+    "flowledger:jwksUrl": {"cdk.json's": _given(str)},
+    "flowledger:jwtIssuer": {"cdk.json's": _given(str)},
+    "flowledger:jwtAudience": {"cdk.json's": _given(str)},
+    "flowledger:tokenIssuer": {"external (default)": _is(None, "external"), "console-pool": _is("console-pool")},
+    "flowledger:corsOrigins": {"empty": _is(""), "origins": _given(str)},
+    "flowledger:flowCapture": {"true (default)": _is(None, True), "false": _is(False)},
+    "flowledger:researchLoop": {"false (default)": _is(None, False), "true": _is(True)},
+    "flowledger:criticDispatchStrategy": {
+        "mark_for_review (default)": _is(None, "mark_for_review"),
+        "re_research": _is("re_research"),
+    },
+    "flowledger:continuity": {"false (default)": _is(None, False), "true": _is(True)},
+    "flowledger:continuityNativeReruns": {"true (default)": _is(None, True), "false": _is(False)},
+    "flowledger:diagnosisLogGroups": {"none (default)": _is(None), "log groups": _given(list)},
+    "flowledger:diagnosisDataApi": {"none (default)": _is(None), "a cluster": _given(dict)},
+    "flowledger:alarmTopicArn": {"none: the stack's topic": _is(None), "a topic": _given(str)},
+    "flowledger:apiThrottle": {"default": _is(None), "rateLimit and burstLimit": _given(dict)},
+    "flowledger:reservedConcurrency": {"none (default)": _is(None), "by service": _given(dict)},
+    "flowledger:waf": {"false (default)": _is(None, False), "true": _is(True), "an object": _given(dict)},
+    "flowledger:domain": {"none (default)": _is(None), "the console's and the API's": _given(dict)},
+    "flowledger:witnesses": {"none (default)": _is(None), "a list": _given(list)},
+    "flowledger:witnessQuorum": {"all (default)": _is(None), "a number": lambda v: isinstance(v, int)},
+    "flowledger:lwaLayerVersion": {
+        "cdk.json's": _is(_LWA),
+        "another": lambda v: isinstance(v, int) and v != _LWA,
+    },
+}
+# Documented settings no entry carries, and what checks them instead.
+NOT_IN_MATRIX = {
+    "flowledger:witness": "a second stack (FlowledgerWitness): tests/infra/test_witness_infra.py, cdk-nag and cfn-lint",
+    "flowledger:skipDependenciesLayerBuild": "every matrix synth skips the layer build (tests/infra/synth.py); "
+    "make synth-check builds the real layers",
+}
+
+
+def effective_value(entry: str, key: str) -> Any:
+    """The value ``entry`` gives ``key`` on top of cdk.json's context; None where neither sets it."""
+    return {**CDK_JSON_CONTEXT, **MATRIX[entry]}.get(key)
 
 
 def partition_of(region: str) -> str:
@@ -226,7 +334,7 @@ class Target:
 TARGETS = tuple(Target(entry, region) for entry in MATRIX for region in ENTRY_REGIONS.get(entry, (HOME_REGION,)))
 # The base across regions and partitions, and everything at once: one test module's share.
 WHOLE_TARGETS = tuple(t for t in TARGETS if t.entry in ("base", "all-together"))
-# Each setting alone: another test module's (a parallel worker takes a module of tests/infra at a time).
+# The mixes: another test module's (a parallel worker takes a module of tests/infra at a time).
 SETTING_TARGETS = tuple(t for t in TARGETS if t not in WHOLE_TARGETS)
 
 

@@ -1,9 +1,10 @@
 """Issue #28, every documented setting yields a valid template (tests/infra/deploy_matrix.py). The base
 across regions and partitions and every setting at once are synthesized once each, for an account and a
 region as ``cdk deploy`` does, and must pass cdk-nag, CDK's template rules and cfn-lint without an error;
-each setting alone is test_deploy_matrix_settings.py's (validations) and ``make template-check``'s (cfn-lint
-and checkov on all 25 templates). Names that AWS keeps account-wide (CloudFront policies and functions, S3
-buckets, IAM names) must differ between regions, so one account can run the stack in two regions.
+the mixes (a few settings each) are test_deploy_matrix_settings.py's (validations) and ``make
+template-check``'s (cfn-lint and checkov on all 10 templates). Names that AWS keeps account-wide
+(CloudFront policies and functions, S3 buckets, IAM names) must differ between regions, so one account can
+run the stack in two regions.
 """
 
 from __future__ import annotations
