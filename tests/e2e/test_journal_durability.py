@@ -28,7 +28,12 @@ from tests.signing import sigv4_headers
 
 pytestmark = pytest.mark.e2e
 
-KILLS = 20
+# Three kills. The second lands on a server whose start replayed the first one's journal, so a restart
+# that loses what it replayed (reopening the last segment, say) fails here, as a write never journaled
+# fails at the first: with either bug put in, 5 runs of 5 failed with two kills, and one kill missed the
+# first. The third gives the writers room for more than KILLS * 5 acknowledged steps on a busy machine
+# (two kills left 14 to 25). `make bench` (bench/full_size.py) runs the 20 kills this test had.
+KILLS = 3
 WRITERS = 8
 SERVE_ARGS = ("--workers", "2")  # two cores: more workers only slow the start down
 
