@@ -132,9 +132,10 @@ synth-check: synth
 	CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(BIN)/python infra/app.py
 	$(BIN)/python scripts/check_assembly.py --assembly cdk.out --python $(LAMBDA_PYTHON)
 
-# Every documented CDK context setting alone, and all together, synthesized for an account in eu-west-1,
-# us-east-1, aws-cn and aws-us-gov (tests/infra/deploy_matrix.py) into .build/templates, then cfn-lint and
-# checkov (.checkov.yaml) on each template: fails on a cfn-lint error, a checkov failure or a cdk-nag finding.
+# Every documented CDK context setting in a mix of settings on other resources, and all together, synthesized
+# for an account in eu-west-1, us-east-1, aws-cn and aws-us-gov (tests/infra/deploy_matrix.py: 10 templates)
+# into .build/templates, then cfn-lint and checkov (.checkov.yaml) on each template: fails on a cfn-lint
+# error, a checkov failure or a cdk-nag finding.
 template-check: install $(IAC_STAMP)  ## the template matrix through cfn-lint and checkov
 	$(BIN)/python scripts/check_templates.py --checkov $(IAC_VENV)/bin/checkov
 
