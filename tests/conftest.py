@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 import tests.hypothesis_profiles  # noqa: F401 - registers and loads the profile before any test module
+from tests import library_caches
+
+library_caches.install()
 
 # jsii warns on every CDK import under Node 20; the CDK works on it (see ARCHITECTURE.md section 2).
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

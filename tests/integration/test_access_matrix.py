@@ -140,10 +140,10 @@ class Deployment:
     functions: InProcessFunctions
     chat: CountedApp
     admin: AdminCredentials
-    signing_key: bytes  # the issuer's (PEM)
+    signing_key: rsa.RSAPrivateKey  # the issuer's, loaded once (jwt would parse a PEM on every token)
     public_key: bytes  # its public half (PEM)
     kid: str
-    foreign_key: bytes  # another RSA key (PEM)
+    foreign_key: rsa.RSAPrivateKey  # another RSA key
     prepared: dict[tuple[str, str], Values] = field(default_factory=dict)
 
     def values_for(self, route: Route) -> Values:
@@ -195,15 +195,12 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
         data_dir = DataDir(tmp_path_factory.mktemp("matrix") / "data")
         data_dir.ensure("us-east-1")
         # Loading an RSA key is slow: each key is read once for the module.
-        signing_key = data_dir.private_key_pem()
-        public_key = (
-            serialization.load_pem_private_key(signing_key, password=None)
-            .public_key()
-            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        signing_key = serialization.load_pem_private_key(data_dir.private_key_pem(), password=None)
+        assert isinstance(signing_key, rsa.RSAPrivateKey)
+        public_key = signing_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
-        foreign = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        foreign = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         with jwks_served(data_dir.jwks()) as jwks_url:
             functions = InProcessFunctions(env)
             chat = CountedApp(create_app(lambda: env.services))
