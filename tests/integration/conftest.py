@@ -90,9 +90,23 @@ def locked_moto() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def issuer_key_pem(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """One local issuer key for this test process: generating a 2048-bit RSA key takes 50-200 ms."""
+    made = DataDir(tmp_path_factory.mktemp("issuer") / "data")
+    made.ensure("us-east-1")
+    return made.private_key_pem()
+
+
 @pytest.fixture
-def data_dir(tmp_path: Path) -> DataDir:
+def data_dir(tmp_path: Path, issuer_key_pem: bytes) -> DataDir:
+    """A fresh data dir (its own admin credentials) holding this process's issuer key; ``ensure`` keeps a key
+    it finds, as it does for a data dir a user made earlier."""
     directory = DataDir(tmp_path / "data")
+    directory.path.mkdir(parents=True)
+    key_file = directory._key_file
+    key_file.touch(mode=0o600)
+    key_file.write_bytes(issuer_key_pem)
     directory.ensure("us-east-1")
     return directory
 
