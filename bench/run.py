@@ -24,6 +24,7 @@ BENCHMARKS = [
     "cli_start.py",
     "serve_start.py",
     "journal.py",
+    "full_size.py",
     "tabular.py",
     "continuity.py",
     "recorder.py",
