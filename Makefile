@@ -12,6 +12,10 @@ LAMBDA_PYTHON ?= python3.11
 LOCK_FLAGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
 	--no-emit-trusted-host --resolver=backtracking
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Bytecode is written (into __pycache__/, which git ignores) even where the machine says not to: the tests start
+# some 40 servers of three processes each and hundreds of CLI processes, each of which would otherwise compile
+# the package from source again, and pytest would rewrite every test module in every worker on every run.
+unexport PYTHONDONTWRITEBYTECODE
 
 # pytest on every core of the machine; a module's tests stay on one worker (loadscope), so a server or
 # synth a module shares is built once. The 30 slowest tests close every run.
