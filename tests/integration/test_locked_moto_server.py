@@ -15,7 +15,10 @@ from flowledger.store.provision import create_table
 from flowledger.store.tables import table_spec
 
 THREADS = 16
-ITEMS = 100
+# 25 items (was 100; 1.6 s, was 5.9): with the server's request lock removed this passed 3 runs of 3 at both
+# sizes, since moto checks and writes a single item without yielding the GIL between them. The lock is what
+# keeps a transaction's items and a snapshot whole (test_moto_state.py's snapshot test fails without it).
+ITEMS = 25
 
 
 @pytest.mark.usefixtures("clean_environment")
