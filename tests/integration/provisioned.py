@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from flowledger.local import moto_state
@@ -22,12 +23,23 @@ class ProvisionedStates:
         self._files: dict[tuple[str, ...], Path] = {}
 
     def provision(self, services: Services) -> None:
+        """Every declared table, bucket and key, as ``provision_all`` makes them."""
+        self._made(services, (), lambda: provision_all(services.aws, services.settings))
+
+    def seeded(self, services: Services, name: str, seed: Callable[[], object]) -> None:
+        """The provisioned store as ``seed`` leaves it (documents a module's every test starts from, say), made
+        once and put back as :meth:`provision` is. ``seed`` must write the same whenever it runs: nothing that
+        depends on the time a test starts."""
+        self.provision(services)
+        self._made(services, (name,), seed)
+
+    def _made(self, services: Services, what: tuple[str, ...], make: Callable[[], object]) -> None:
         settings = services.settings
-        names = (settings.resource_prefix, settings.bucket_suffix, settings.aws_region, settings.data_key_id)
+        names = (settings.resource_prefix, settings.bucket_suffix, settings.aws_region, settings.data_key_id, *what)
         saved = self._files.get(names)
         if saved is not None and moto_state.load_state(saved) is not None:
             return
-        provision_all(services.aws, settings)
+        make()
         saved = self._folder / f"provisioned-{len(self._files)}.state"
         moto_state.write_state_file(saved, moto_state.dump_state())
         self._files[names] = saved

@@ -38,6 +38,7 @@ from flowledger.llm.openai_adapter import OpenAIChatModel
 from flowledger.llm.ports import Reply
 from flowledger.llm.retry import HarnessRetryPolicies
 from flowledger.services import Services
+from tests.integration.provisioned import ProvisionedStates
 
 pytestmark = pytest.mark.anyio
 USER = {"sub": "alice", "scope": "chat", "patient_id": ""}
@@ -45,10 +46,15 @@ EVENTS = TypeAdapter(ChatEvent)
 
 
 @pytest.fixture
-def services(services: Services) -> Services:
-    index = KnowledgeIndex(services)
-    index.add_document("ledger.md", b"# Ledger\n\nThe audit ledger checkpoints every five minutes into S3.")
-    index.add_document("consent.md", b"# Consent\n\nPatients opt in before reading their narratives.")
+def services(services: Services, provisioned_states: ProvisionedStates) -> Services:
+    """Two documents in the knowledge index, indexed once for the test process and restored for each test."""
+
+    def add_documents() -> None:
+        index = KnowledgeIndex(services)
+        index.add_document("ledger.md", b"# Ledger\n\nThe audit ledger checkpoints every five minutes into S3.")
+        index.add_document("consent.md", b"# Consent\n\nPatients opt in before reading their narratives.")
+
+    provisioned_states.seeded(services, "two-documents", add_documents)
     return services
 
 
