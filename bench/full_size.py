@@ -44,7 +44,7 @@ def drain_over_http(scratch: Path) -> None:
     http_concurrency.ROWS = 1000
     server = launch_server(scratch / "data", "--workers", "4", env={"BACKLOG_CONSUMER_ENABLED": "false"})
     try:
-        http_concurrency.test_sixteen_signed_consumers_drain_a_thousand_rows_over_http(server)
+        http_concurrency.test_sixteen_signed_consumers_drain_the_backlog_over_http(server)
     finally:
         server.stop()
 

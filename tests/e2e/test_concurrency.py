@@ -69,7 +69,7 @@ def enqueue_rows(server: Any, count: int) -> dict[str, str]:
     return enqueue_synthetic(Backlog(producer), count, "http-conc")
 
 
-def test_sixteen_signed_consumers_drain_a_thousand_rows_over_http(busy_server: Any) -> None:
+def test_sixteen_signed_consumers_drain_the_backlog_over_http(busy_server: Any) -> None:
     created = enqueue_rows(busy_server, ROWS)
     signer = Signer(busy_server)
     start_line = threading.Barrier(CONSUMERS)
