@@ -99,6 +99,11 @@ def rehash(checkpoint: dict[str, Any]) -> None:
     checkpoint["hash"] = Checkpoint.model_validate({**checkpoint, "hash": "0" * 64}).recomputed_hash()
 
 
+def rehash_only(checkpoint: dict[str, Any]) -> None:
+    """Give a checkpoint the hash of its fields as they are now, a false root included."""
+    checkpoint["hash"] = Checkpoint.model_validate({**checkpoint, "hash": "0" * 64}).recomputed_hash()
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -107,6 +112,8 @@ def rehash(checkpoint: dict[str, Any]) -> None:
         (lambda p: (p["to"]["heads"].pop(0), rehash(p["to"])), "disappeared"),  # a chain gone from the later
         (lambda p: p["from"]["heads"][0].update(tree_root="1" * 64) or rehash(p["from"]), "does not lead"),
         (lambda p: p["to"].update(root="2" * 64), "does not match its hash or root"),  # a forged checkpoint
+        # ...forged with its hash made again over the false root: only the root's own check refuses it
+        (lambda p: p["to"].update(root="2" * 64) or rehash_only(p["to"]), "does not match its hash or root"),
         (lambda p: p.update({"from": p["to"], "to": p["from"]}), "sizes|cannot be extended"),  # swapped
     ],
 )
