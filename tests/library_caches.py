@@ -60,11 +60,9 @@ def _list_each_class_once() -> None:
     moto.core.responses.method_names_from_class = cached  # type: ignore[assignment]
 
 
+@functools.cache  # once a process, however many conftests import it
 def install() -> None:
-    """Patch the three functions for this test process (idempotent)."""
-    if getattr(install, "done", False):
-        return
+    """Patch the three functions for this test process."""
     _share_the_default_alias_cache()
     _inspect_each_handler_once()
     _list_each_class_once()
-    install.done = True  # type: ignore[attr-defined]

@@ -27,6 +27,14 @@ def store(data_dir: DataDir, locked_moto: str) -> tuple[Services, list[AuditEven
     return open_store(data_dir, locked_moto)
 
 
+def module_store(tmp_path_factory: pytest.TempPathFactory, locked_moto: str, name: str) -> tuple[Services, DataDir]:
+    """:func:`open_store` behind a data dir of its own, for a module fixture that every test of a module reads."""
+    data_dir = DataDir(tmp_path_factory.mktemp(name) / "data")
+    data_dir.ensure("us-east-1")
+    services, _ = open_store(data_dir, locked_moto)
+    return services, data_dir
+
+
 def open_store(data_dir: DataDir, locked_moto: str) -> tuple[Services, list[AuditEvent]]:
     """A fresh set of tables on the shared server, reached through ``data_dir``, with 12 events checkpointed."""
     prefix = f"cli{uuid.uuid4().hex[:10]}"

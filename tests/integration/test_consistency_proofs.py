@@ -21,7 +21,7 @@ from flowledger.ledger.merkle import leaf_hash
 from flowledger.ledger.tiles import ChainTree
 from flowledger.local.datadir import DataDir
 from flowledger.services import Services
-from tests.integration.test_audit_cli import open_store
+from tests.integration.test_audit_cli import module_store
 from tests.memory_tiles import MemoryTiles
 
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)  # after the store fixture's own checkpoint, taken now
@@ -52,9 +52,7 @@ def proved(
     locked_moto: str, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Services, Checkpoint, Checkpoint, DataDir]:
     """Two checkpoints 610 events apart, built once: every test here only reads them (or copies of proofs)."""
-    data_dir = DataDir(tmp_path_factory.mktemp("proved") / "data")
-    data_dir.ensure("us-east-1")
-    services, _ = open_store(data_dir, locked_moto)
+    services, data_dir = module_store(tmp_path_factory, locked_moto, "proved")
     first, second = checkpoints(services, [10, 600])  # past two tiles of chain-000 between them
     return services, first, second, data_dir
 
@@ -96,7 +94,7 @@ def rehash(checkpoint: dict[str, Any]) -> None:
     model = Checkpoint.model_validate({**checkpoint, "hash": "0" * 64})
     fixed = build_checkpoint(model.heads, None, T0)
     checkpoint.update({"root": fixed.root})
-    checkpoint["hash"] = Checkpoint.model_validate({**checkpoint, "hash": "0" * 64}).recomputed_hash()
+    rehash_only(checkpoint)
 
 
 def rehash_only(checkpoint: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from flowledger.ledger.signed_note import COSIGNATURE_V1, ED25519, Note, Signatu
 from flowledger.local.datadir import DataDir
 from flowledger.services import Services
 from tests.bundle_verifier import TOOL, verifier
-from tests.integration.test_audit_cli import open_store, store  # noqa: F401  (the fixture: a store behind a data dir)
+from tests.integration.test_audit_cli import module_store, store  # noqa: F401  (the fixture: a store behind a data dir)
 
 T0 = datetime(2027, 1, 4, 9, 0, tzinfo=UTC)  # after the store fixture's own checkpoint, taken now
 STEPS = 6
@@ -73,9 +73,7 @@ def checkpoint_at(services: Services, hours: int) -> str:
 def bundled(locked_moto: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Services, bytes]:
     """A closed flow's bundle: its checkpoint, then more writes and a later checkpoint (the latest). Built once:
     the tests that take it only read the store and tamper with copies of the bundle."""
-    data_dir = DataDir(tmp_path_factory.mktemp("bundled") / "data")
-    data_dir.ensure("us-east-1")
-    services, _ = open_store(data_dir, locked_moto)
+    services, _ = module_store(tmp_path_factory, locked_moto, "bundled")
     write_flow(services, "fl_audited", STEPS)
     checkpoint_at(services, 0)
     write_flow(services, "fl_later", 40)
