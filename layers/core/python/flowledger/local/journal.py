@@ -167,7 +167,8 @@ class Journal:
         self.directory = directory
         self._fsync = fsync
         self._faults = faults or FaultInjection()
-        self._sync_lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # held by the one fsync running (and by rotate and close)
+        self._synced_changed = threading.Condition()
         self._fd: int | None = None
         self._offset = 0
         self.segment = 0
@@ -218,18 +219,37 @@ class Journal:
         return self.written
 
     def sync(self, sequence: int) -> None:
-        """Return once record ``sequence`` is on disk; one fsync covers every record written before it."""
-        if self.synced >= sequence:
-            return
-        with self._sync_lock:
-            if self.synced >= sequence:
-                return  # another thread's fsync covered it while this one waited
-            target, fd = self.written, self._fd
-            if fd is None:
-                raise RuntimeError("the journal is closed")
-            self._fsync(fd)
-            self.fsyncs += 1
-            self.synced = max(self.synced, target)
+        """Return once record ``sequence`` is on disk; one fsync covers every record written before it.
+
+        One caller at a time fsyncs (the leader, holding the sync lock); the others wait on a condition that
+        wakes them all when it ends. Waiting on the lock itself would wake one waiter per fsync, each to find
+        its record already covered only after the next fsync: a convoy of one flush per record.
+        """
+        while self.synced < sequence:
+            if not self._sync_lock.acquire(blocking=False):
+                with self._synced_changed:
+                    # The leader releases the lock and updates ``synced`` under this condition, so nothing is missed.
+                    if self.synced < sequence and self._sync_lock.locked():
+                        self._synced_changed.wait()
+                continue
+            covered = self.synced
+            try:
+                if self.synced >= sequence:
+                    return  # another thread's fsync covered it
+                target, fd = self.written, self._fd
+                if fd is None:
+                    raise RuntimeError("the journal is closed")
+                self._fsync(fd)
+                self.fsyncs += 1
+                covered = max(self.synced, target)
+            finally:
+                self._release_sync_lock(covered)
+
+    def _release_sync_lock(self, synced: int) -> None:
+        with self._synced_changed:
+            self.synced = synced
+            self._sync_lock.release()
+            self._synced_changed.notify_all()
 
     def rotate(self) -> int:
         """Start the next segment and make the current one durable; the new segment's number.
@@ -238,7 +258,9 @@ class Journal:
         If the new segment cannot be made, nothing changes and the ``OSError`` is raised.
         """
         fd, offset = self._new_segment(self.segment + 1)
-        with self._sync_lock:
+        self._sync_lock.acquire()
+        synced = self.synced
+        try:
             old = self._fd
             try:
                 if old is not None:
@@ -248,8 +270,10 @@ class Journal:
                 os.close(fd)
                 segment_path(self.directory, self.segment + 1).unlink(missing_ok=True)
                 raise
-            self.synced = self.written
+            synced = self.written
             self._fd, self._offset, self.segment = fd, offset, self.segment + 1
+        finally:
+            self._release_sync_lock(synced)
         if old is not None:
             os.close(old)
         return self.segment
@@ -261,10 +285,13 @@ class Journal:
                 segment_path(self.directory, number).unlink(missing_ok=True)
 
     def close(self) -> None:
-        with self._sync_lock:
+        self._sync_lock.acquire()
+        try:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+        finally:
+            self._release_sync_lock(self.synced)
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
