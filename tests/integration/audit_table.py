@@ -40,6 +40,7 @@ from flowledger.chat.runs import RunStore
 from flowledger.config import Settings, load_settings
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEvent
+from flowledger.ledger.store import from_item
 from flowledger.local import moto_kms_ed25519, moto_state, moto_transactions
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.functions import LocalLambdaContext
@@ -51,6 +52,7 @@ from flowledger.research.producers import CriticVerdict, ResearchResult, on_crit
 from flowledger.research.tickets import TicketQueue
 from flowledger.services import Services, bootstrap
 from flowledger.store.aws import AwsClients
+from flowledger.store.paging import scan_items
 from flowledger.store.provision import provision_all
 from tests.integration.provisioned import ProvisionedStates
 
@@ -359,9 +361,11 @@ class Env:
         return self.handler("jobs")({"job": name}, LocalLambdaContext("jobs", "req"))
 
     def events(self) -> list[AuditEvent]:
-        """Every event of every chain, read from the ledger table."""
-        ledger = self.base.ledger
-        return [event for chain in ledger.chain_ids() for event in ledger.read_chain(chain)]
+        """Every event of every chain, read from the ledger table in chain order: one scan, where reading each
+        chain took a query per shard (a third of the table's time)."""
+        aws = self.base.aws
+        scanned = scan_items(aws.dynamodb, {"TableName": aws.table_name("ledger"), "ConsistentRead": True})
+        return sorted((from_item(item) for item in scanned), key=lambda event: (event.chain_id, event.seq))
 
     def run(self, trigger: Trigger, values: Values) -> Values:
         """Fire the trigger; the values its subject templates may name (what was prepared, and its answer's ids)."""

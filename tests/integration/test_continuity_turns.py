@@ -365,14 +365,18 @@ def test_a_re_upload_resolves_to_the_current_revision(world: World) -> None:
     assert [(r["document_id"], r["version"]) for r in outcome["content"]["references"]] == [(policy.document_id, 2)]
 
 
-def test_analyze_all_over_its_limit_is_a_422_and_writes_no_run(world: World) -> None:
+def test_analyze_all_over_its_limit_is_a_422_and_writes_no_run(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The limit (100 documents) at its boundary is tests/unit/test_continuity_precedence.py's; here, a lower one
+    # spares 95 uploads and still counts the workspace the store holds.
+    monkeypatch.setattr("flowledger.continuity.precedence.MAX_ANALYZE_ALL_DOCUMENTS", 5)
     workspace = world.workspace()
-    for n in range(101):
+    for n in range(6):
         world.upload(workspace, f"note-{n}.md", f"# Note {n}\n\nNumber {n}.".encode())
     refused = world.ask(
         ANN, {"query": "summarise everything", "selection_mode": "all", "action_mode": "analyze"}, status=422
     )
-    assert refused["error"] == "analyze_limit_exceeded" and "101" in refused["message"]
+    assert refused["error"] == "analyze_limit_exceeded"
+    assert "at most 5 documents and you may read 6" in refused["message"]
     runs = world.services.aws.dynamodb.scan(TableName=world.services.aws.table_name("runs"))["Items"]
     assert runs == []
 

@@ -1,5 +1,5 @@
-"""Pathway embeddings: re-embedding on a model change (OpenAI adapter on a scripted server) and the
-local all-MiniLM-L6-v2 adapter giving real semantic matches offline."""
+"""Pathway embeddings: re-embedding on a model change (OpenAI adapter on a scripted server). The local
+all-MiniLM-L6-v2 adapter's real semantic matches are tests/realmodel/test_minilm_embeddings.py's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 
 from flowledger.config import load_settings
 from flowledger.jobs import run_job
-from flowledger.llm.embeddings import MiniLMEmbedding, cosine, pathway_embeddings_for
 from flowledger.pathways.extraction import PathwayExtractor
 from flowledger.pathways.library import PathwayLibrary
 from flowledger.reasoning.models import FlowView
@@ -41,18 +40,3 @@ def test_a_model_change_re_embeds_every_pathway_once(
     assert stats.by_model == {"openai_text_3_small": 3} and stats.embedded == 3
     result = PathwayLibrary(openai).match("user:op", "user_question", "chat/one", 3)
     assert result.query_model == "openai_text_3_small" and result.candidates[0].reason == "exact_ref+semantic"
-
-
-def test_minilm_matches_by_meaning_offline(services: Services, qualifying_flow: Callable[[str, str], FlowView]) -> None:
-    model = pathway_embeddings_for(load_settings(pathway_embedding_model="minilm_l6_v2"))
-    assert isinstance(model, MiniLMEmbedding)
-    angina, dyspnea, taxes = model.embed(
-        ["chest pain on exertion", "angina with shortness of breath", "filing a late tax return"]
-    )
-    assert len(angina) == 384 and cosine(angina, dyspnea) > cosine(angina, taxes) + 0.2
-    minilm = with_model(services, pathway_embedding_model="minilm_l6_v2")
-    seed(minilm, qualifying_flow, ["angina with shortness of breath", "filing a late tax return"])
-    assert run_job("pathway_embedding_backfill", minilm)["embedded"] == 2
-    ranked = PathwayLibrary(minilm).match("user:op", "user_question", "chest pain on exertion", 2).candidates
-    assert [c.pathway.trigger_ref for c in ranked] == ["angina with shortness of breath", "filing a late tax return"]
-    assert all(c.reason == "trigger_type_only+semantic" for c in ranked) and ranked[0].score > ranked[1].score

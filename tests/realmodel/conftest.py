@@ -10,6 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
+# The in-process moto store and a qualifying flow, for the real-model tests that record what a model made.
+from tests.integration.conftest import (  # noqa: F401 (fixtures)
+    moto_services,
+    provisioned_states,
+    qualifying_flow,
+    services,
+)
 from tests.realmodel.servers import ModelServer, start_llama_cpp_server, start_llama_server
 
 

@@ -54,9 +54,16 @@ def schema_resolver(routers: Iterable[Router]) -> APIGatewayRestResolver:
 
 def route_table(*routers: Router, function: str = "") -> list[RouteSpec]:
     """Every route of the routers with the authentication and scope that guard it (read from their OpenAPI)."""
+    return list(_route_table(routers, function))
+
+
+@cache
+def _route_table(routers: tuple[Router, ...], function: str) -> tuple[RouteSpec, ...]:
+    # Generating the OpenAPI costs some 35 ms, and the routers' routes are fixed once their modules are imported:
+    # each process reads a set of routers once, however many handlers it builds over them.
     app = schema_resolver(routers)
     schema = app.get_openapi_schema(security_schemes=security_schemes()).model_dump(by_alias=True, exclude_none=True)
-    return routes_of(schema.get("paths") or {}, function)
+    return tuple(routes_of(schema.get("paths") or {}, function))
 
 
 def routes_of(paths: dict[str, Any], function: str = "") -> list[RouteSpec]:
