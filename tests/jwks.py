@@ -27,7 +27,7 @@ def jwks_served(jwks: dict[str, Any]) -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}/.well-known/jwks.json"
     finally:

@@ -454,7 +454,7 @@ def chat_server() -> Iterator[ScriptedChat]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True).start()
     script.url = f"http://127.0.0.1:{server.server_port}"
     yield script
     server.shutdown()

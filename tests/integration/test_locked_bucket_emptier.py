@@ -64,7 +64,7 @@ class CloudFormation:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/response?signed=1"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True).start()
 
     def event(self, request_type: str, bucket: str = BUCKET) -> dict[str, Any]:
         return {

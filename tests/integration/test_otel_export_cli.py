@@ -87,7 +87,7 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     yield state
