@@ -123,8 +123,8 @@ class ScriptedOpenAI:
 
     Each script entry is one response: ``{"json": obj}``, ``{"text": str}``, ``{"raw": str}``,
     ``{"status": 500, "message": "..."}``, ``{"drop": True}`` (close without answering), ``{"tool_calls": [...]}``,
-    optionally with ``"delay": seconds`` or ``"no_usage": True``; or a callable taking the request body and
-    returning such an entry.
+    optionally with ``"delay": seconds``, ``"no_usage": True`` or ``"finish_reason": "length"``; or a callable
+    taking the request body and returning such an entry.
     """
 
     def __init__(self) -> None:
@@ -186,7 +186,7 @@ class ScriptedOpenAI:
                         "choices": [
                             {
                                 "index": 0,
-                                "finish_reason": "stop",
+                                "finish_reason": entry.get("finish_reason", "stop"),
                                 "message": {
                                     "role": "assistant",
                                     "content": content,

@@ -486,7 +486,8 @@ async def test_public_knowledge_content_is_bounded_deduplicated_and_free_of_call
                         "document_ids": [ledger],
                     },
                 ],
-                "limitations": f"Only what {call} returned was read. " + "More caveats. " * 500,
+                # Long but no loop (a repeated sentence would be refused as one): bounded when published.
+                "limitations": f"Only what {call} returned was read. " + " ".join(f"Caveat {n}." for n in range(500)),
             }
         }
 

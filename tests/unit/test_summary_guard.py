@@ -64,6 +64,15 @@ UNSAFE = {
         "8 IU at night",
         "250 µg inhaled",
         "dose 1,000mg",
+        # Joined by a hyphen of any kind, spaced or not (a held-out corpus found "500-mg" passing).
+        "metformin 500-mg daily",
+        "0.5-mL twice",
+        "insulin 12 - units",
+        "500\u2011mg",  # a non-breaking hyphen
+        "500\u2013mg",  # an en dash
+        "2-tablets at night",
+        "five-mg",
+        "ten - milligrams",
     ],
     "icd10": [
         "coded E11.9",
@@ -82,6 +91,13 @@ UNSAFE = {
         "code U071",
         "C4A.9",
         "M1A00X0",
+        # In lower or mixed case (a held-out corpus found "e11.9" passing).
+        "coded e11.9",
+        "diagnosis i10 noted",
+        "s72.001a",
+        "S72.001a",
+        "coded e119",
+        "c4a.9",
     ],
     "titled_name": [
         "Dr. Jane Smith agreed",
@@ -197,6 +213,14 @@ SAFE = [
     "Sister service payments-api returned 502",
     "Ran the E2E suite",  # no ICD-10 code has a letter third but C4A, C7A, C7B, D3A, M1A and Z3A
     "Checked B2B orders against the W3C schema",
+    # Hyphens between numbers, and the lowercase shapes engineers write that a lowercase code rule meets.
+    "Ran 2-3 retries on steps 3-4",
+    "Built for x86_64 and arm64",
+    "Transcoded the h264 stream",
+    "Verified the sha256 digest of 12 files",
+    "Checked the i18n strings in 3 locales",
+    "Deployed v12.3 after 2 checks",
+    "P99.9 latency 2.1 s on the checkout route",
 ]
 # The price of being conservative, kept measured: each is refused today. Move one to SAFE when a
 # rule learns to tell it apart.
@@ -246,7 +270,9 @@ def test_every_pattern_has_examples() -> None:
 def test_a_banned_fragment_anywhere_makes_the_summary_unsafe(safe: str, unsafe: str, glue: str) -> None:
     # A summary ending in an id ("...69G5FAV") glued to the fragment makes one token ("...FAV10 ml",
     # "...FAVDr Who"), which the guard reads as part of the id by design: a number after a capital is no dose.
-    if glue or not (safe[-1].isupper() or safe[-1].isdigit()):
+    # And a code with a lowercase letter glued after a lowercase word reads as part of it, as "arm64" must.
+    lowercase_code = unsafe[0].islower() and "icd10" in check_summary(unsafe).reasons
+    if glue or not (safe[-1].isupper() or safe[-1].isdigit() or (lowercase_code and safe[-1].islower())):
         assert not check_summary(safe + glue + unsafe).safe
     # Likewise a unit or title glued to a word in capitals ("40 MGHTTP", "RNHTTP") reads as one word, as
     # "RNA" or "NPM" must; glued to a capitalised word ("RNReviewed") it still counts.
@@ -286,6 +312,35 @@ UNITS += ["millilitres", "milliliters", "tablets", "capsules", "drops", "puffs"]
 )
 def test_a_dose_in_any_casing_with_or_without_a_space_is_refused(unit: str, amount: str, gap: str, before: str) -> None:
     assert "medication_dose" in check_summary(f"{before}{amount}{gap}{unit} daily").reasons
+
+
+DASHES = ["-", "\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2212", "\ufe63", "\uff0d"]
+
+
+@given(
+    st.sampled_from(UNITS).flatmap(any_casing),
+    st.integers(min_value=1, max_value=5000).map(str) | st.floats(0.05, 99, allow_nan=False).map(lambda f: f"{f:.2f}"),
+    st.sampled_from(DASHES),
+    st.sampled_from(["", " "]),
+    st.sampled_from(["", " "]),
+    st.sampled_from(["", "metformin ", "Dose was "]),
+)
+def test_a_dose_joined_to_its_unit_by_any_hyphen_is_refused(
+    unit: str, amount: str, dash: str, space_before: str, space_after: str, before: str
+) -> None:
+    text = f"{before}{amount}{space_before}{dash}{space_after}{unit} daily"
+    assert "medication_dose" in check_summary(text).reasons
+
+
+@given(
+    st.sampled_from(["one", "two", "five", "ten", "twenty", "half"]),
+    st.sampled_from(DASHES),
+    st.sampled_from(["mg", "mcg", "ml", "µg", "iu", "mmol", "milligrams", "micrograms", "millilitres"]).flatmap(
+        any_casing
+    ),
+)
+def test_a_spelled_dose_joined_by_any_hyphen_is_refused(number: str, dash: str, unit: str) -> None:
+    assert "medication_dose" in check_summary(f"Gave {number}{dash}{unit} at night").reasons
 
 
 @given(
@@ -429,6 +484,27 @@ def test_an_icd10_code_of_any_chapter_and_length_is_refused(
 
 
 @given(
+    st.sampled_from(string.ascii_uppercase.replace("V", "")),
+    st.sampled_from(string.digits),
+    st.sampled_from(string.digits),
+    st.text(string.digits, max_size=3),
+    st.sampled_from(["", "a", "X"]),
+    st.booleans(),
+    st.sampled_from(["Coded ", "diagnosis ", "", "Reviewed notes; "]),
+    st.data(),
+)
+def test_an_icd10_code_with_a_lowercase_letter_is_refused(
+    letter: str, digit: str, third: str, tail: str, extension: str, dotted: bool, before: str, data: st.DataObject
+) -> None:
+    """Any chapter but V (a lowercase v-number is a version), any length, dotted or not, in any casing that has a
+    lowercase letter; the engineering shapes x86, x64, h264 and h265 aside."""
+    code = letter + digit + third + ("." if dotted and tail else "") + tail + (extension if len(tail) == 3 else "")
+    cased = data.draw(any_casing(code).filter(lambda c: any(ch.islower() for ch in c)))
+    assume(cased.lower() not in {"x86", "x64", "h264", "h265"})
+    assert "icd10" in check_summary(f"{before}{cased} for the visit").reasons
+
+
+@given(
     st.sampled_from(["error", "Error", "error code", "ERR", "exit code", "status", "warning", "alarm"]),
     st.sampled_from(["", ":", " #", "="]),
     st.sampled_from(string.ascii_uppercase),
@@ -491,4 +567,4 @@ def test_the_false_alarm_rate_over_every_safe_text_stays_under_10_percent() -> N
     texts = SAFE + list(KNOWN_FALSE_ALARMS)
     refused = [t for t in texts if not check_summary(t).safe]
     assert len(texts) >= 80 and refused == list(KNOWN_FALSE_ALARMS)
-    assert len(refused) / len(texts) < 0.10  # 7 of 87 today
+    assert len(refused) / len(texts) < 0.10  # 7 of 94 today

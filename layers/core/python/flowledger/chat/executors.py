@@ -32,6 +32,9 @@ MAX_LIMITATIONS_CHARS = 1000
 INVALID = "model_invalid_output"  # the reason code of an answer that failed its checks
 # Every small-talk answer says what it is: the model's own words, read against nothing.
 SYSTEM_CHAT_LIMITATION = "Not checked against any document: this is a conversational answer, not a sourced one."
+# A free-text answer the token limit cut is published only with this said (and the run's reason code).
+CUT_ANSWER_LIMITATION = "The model stopped at its length limit, so this answer may end mid-thought."
+DEGENERATE = "model_degenerate_output"
 # Generated tokens per call (max_tokens), sized to what each answer needs; the turn's budget caps them too.
 SYSTEM_CHAT_MAX_TOKENS = 512
 KNOWLEDGE_ANSWER_MAX_TOKENS = 1024
@@ -201,10 +204,15 @@ class SystemChatExecutor:
         text = public_text(reply.text or "", MAX_ANSWER_CHARS)
         if not text:
             raise ExecutionFailed("the model returned an empty answer", "model_invalid_output")
+        cut = reply.finish_reason == "length"
         return Execution(
-            PublicContent(text=text, limitations=SYSTEM_CHAT_LIMITATION),
+            PublicContent(
+                text=text,
+                limitations=f"{SYSTEM_CHAT_LIMITATION} {CUT_ANSWER_LIMITATION}" if cut else SYSTEM_CHAT_LIMITATION,
+            ),
             ReleaseOutcome.SUCCESS,
             notes={"model_call": model_call_outputs(reply)},  # for the flow's step
+            reason=DEGENERATE if cut else None,
         )
 
 

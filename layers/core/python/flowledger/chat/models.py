@@ -90,7 +90,14 @@ class Reference(BaseModel):
     )
 
 
-ReasonCode = Literal["model_refused_request", "model_timeout", "model_transport", "model_invalid_output", "model_error"]
+ReasonCode = Literal[
+    "model_refused_request",
+    "model_timeout",
+    "model_transport",
+    "model_invalid_output",
+    "model_degenerate_output",
+    "model_error",
+]
 SourceHow = Literal["selected", "all", "history", "relevance"]
 SourceOutcomeCode = Literal["read", "reused", "rerun", "changed", "revoked", "deleted", "failed"]
 

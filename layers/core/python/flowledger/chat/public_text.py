@@ -1,4 +1,5 @@
-"""What every text a client may see goes through: tool-call ids scrubbed, length bounded.
+"""What every text a client may see goes through: tool-call ids and chat-template tokens scrubbed, length
+bounded.
 
 Tool-call ids are internal (the knowledge invocation's ``call_`` + ULID from ``flowledger.ids``, or
 a provider's ``call_...``); a model may still echo one in its prose, so public text is scrubbed
@@ -8,6 +9,8 @@ whatever the model was told.
 from __future__ import annotations
 
 import re
+
+from flowledger.llm.output_checks import without_template_tokens
 
 # Any token that starts a word with "call_": ours (call_ + 26 Crockford characters) and providers' ids.
 CALL_ID = re.compile(r"\bcall_[A-Za-z0-9][A-Za-z0-9_-]*", re.IGNORECASE)
@@ -26,8 +29,12 @@ def bounded(text: str, limit: int) -> str:
 
 def public_text(text: str, limit: int) -> str:
     """Scrubbed, stripped and bounded: the one way model text becomes public (scrubbing first, so a cut
-    can never leave part of an id behind that the pattern would have caught whole)."""
-    return bounded(scrub_call_ids(text).strip(), limit)
+    can never leave part of an id behind that the pattern would have caught whole).
+
+    A model reply holding a template token is refused before it gets here (``output_checks``); removing any
+    that still arrives is the last net, so none is ever shown.
+    """
+    return bounded(scrub_call_ids(without_template_tokens(text)).strip(), limit)
 
 
 MAX_PUBLIC_CELL_CHARS = 200

@@ -14,6 +14,7 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
+from flowledger.llm.output_checks import STOP_SEQUENCES, checked_reply
 from flowledger.llm.output_modes import (
     MEMORY,
     PROMPTED,
@@ -73,6 +74,9 @@ class OpenAIChatModel:
         self._structured_setting = structured_output
         self._tool_setting = tool_calling
         self._max_tokens_cap = max_tokens_cap
+        # Chat-template tokens as stop sequences, on servers other than OpenAI's (whose models never write them,
+        # and which takes four at most); dropped for good if a server refuses the field.
+        self._send_stops = not self._openai_proper
 
     @property
     def name(self) -> str:
@@ -117,18 +121,27 @@ class OpenAIChatModel:
         timeout_seconds: float,
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> Reply:
-        """One bounded call; a refused mode steps down (``auto``) and the call is made again in the next."""
+        """One bounded call; a refused mode steps down (``auto``) and the call is made again in the next.
+
+        Every reply passes the output checks (``output_checks.checked_reply``): a template token or a loop in
+        it raises :class:`ModelDegenerateOutput`, so no caller reads junk as an answer.
+        """
         if self._max_tokens_cap is not None:
             max_tokens = min(max_tokens, self._max_tokens_cap)
         while True:
             structured, tooling = self.structured_output, self.tool_calling
             try:
-                return self._call(messages, schema, tools or [], timeout_seconds, max_tokens, structured, tooling)
+                reply = self._call(messages, schema, tools or [], timeout_seconds, max_tokens, structured, tooling)
             except _ModeRefused as refused:
                 if not self._step_down(refused, structured, tooling):
                     raise ModelRefused(refused.status_code) from None
+                continue
+            return checked_reply(reply)
 
     def _step_down(self, refused: _ModeRefused, structured: StructuredOutput, tooling: ToolCalling) -> bool:
+        if refused.field == "stop" and self._send_stops:
+            self._send_stops = False
+            return True
         if refused.field == "tools" and self._tool_setting == "auto" and tooling is ToolCalling.NATIVE:
             MEMORY.step_down(
                 "tool_calling",
@@ -172,6 +185,8 @@ class OpenAIChatModel:
         }
         if wanted is not None and (shape := response_format(structured, wanted)) is not None:
             request["response_format"] = shape
+        if self._send_stops:
+            request["stop"] = list(STOP_SEQUENCES)
         if tools and not emulated:
             request["tools"] = [wire_tool(t) for t in tools]
             request["tool_choice"] = "auto"
@@ -233,6 +248,8 @@ def _status_error(status_code: int, message: str, request: dict[str, Any]) -> Mo
     refusal = status_code in (400, 422) or (status_code == 500 and ("response_format" in lowered or "tool" in lowered))
     if refusal and "tools" in request and "tool" in lowered:
         return _ModeRefused(status_code, "tools")
+    if refusal and "stop" in request and "stop" in lowered and "response_format" not in lowered:
+        return _ModeRefused(status_code, "stop")
     if refusal and "response_format" in request:
         return _ModeRefused(status_code, "response_format")
     if status_code >= 500:

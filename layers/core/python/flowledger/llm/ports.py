@@ -82,6 +82,11 @@ class ModelInvalidOutput(ModelError):
     """The model answered, but not in the shape that was asked for."""
 
 
+class ModelDegenerateOutput(ModelInvalidOutput):
+    """The model answered with junk: a chat-template token inside the answer, or a repetition loop
+    (``flowledger.llm.output_checks``). Nothing of it is published."""
+
+
 class ModelRefused(ModelError):
     """The model server refused the request itself (a 4xx other than 408, 409 or 429, or a 500 naming a field).
 
@@ -94,7 +99,8 @@ class ModelRefused(ModelError):
         self.status_code = status_code
 
 
-REASON_CODES: dict[type[ModelError], str] = {
+REASON_CODES: dict[type[ModelError], str] = {  # a subclass before its base: the first match is the code
+    ModelDegenerateOutput: "model_degenerate_output",
     ModelRefused: "model_refused_request",
     ModelTimeout: "model_timeout",
     ModelTransportError: "model_transport",

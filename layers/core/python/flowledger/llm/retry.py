@@ -6,7 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from flowledger.llm.ports import ModelError, ModelInvalidOutput, ModelTimeout, ModelTransportError
+from flowledger.llm.ports import (
+    ModelDegenerateOutput,
+    ModelError,
+    ModelInvalidOutput,
+    ModelTimeout,
+    ModelTransportError,
+)
 
 T = TypeVar("T")
 
@@ -41,8 +47,9 @@ class HarnessRetryPolicies:
 
     @staticmethod
     def executor_answer() -> RetryPolicy:
-        """Executors' answer calls: one retry on technical failures; invalid output is not retried."""
-        return RetryPolicy("executor_answer", 2, (ModelTimeout, ModelTransportError))
+        """Executors' answer calls: one retry on technical failures and on junk (a template token or a loop, which
+        a second sample rarely repeats); other invalid output is not retried."""
+        return RetryPolicy("executor_answer", 2, (ModelTimeout, ModelTransportError, ModelDegenerateOutput))
 
     @staticmethod
     def diagnosis_step() -> RetryPolicy:

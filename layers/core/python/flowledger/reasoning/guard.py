@@ -20,6 +20,12 @@ _DOSE_UNITS = (
     r"|(?:milli|micro|nano)?gram(?:me)?s?|(?:milli)?lit(?:re|er)s?|international\s+units?)"
 )
 _SPELLED_DOSE_UNITS = r"(?:(?:milli|micro|nano)?gram(?:me)?s?|(?:milli)?lit(?:re|er)s?|international\s+units?)"
+# What joins a dose's number to its unit: nothing, spaces, or a hyphen of any kind with spaces or not
+# ("500mg", "500 mg", "500-mg", "500 - mg", and the same with a non-breaking hyphen, an en or em dash, a minus).
+_DASHES = "\\-\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d"
+_DOSE_JOIN = rf"(?:\s*[{_DASHES}]\s*|\s*)"
+# Abbreviated units a spelled number takes only through a hyphen ("five-mg"): "one tab" is an interface.
+_HYPHENED_ABBREVIATED_UNITS = r"(?:(?:mg|mcg|ml)s?|µg|μg|iu|mmol|meq)"
 # A dose's number may be glued to a lowercase drug name ("metformin500mg") but not to a digit or a capital,
 # so ids such as "fl_01ARZ3NDEKTSV4RRFFQ69G5FAV" hold no dose.
 _DOSE_START = r"(?-i:(?<![A-Z0-9]))"
@@ -74,12 +80,20 @@ _HONORIFICS = (
 class _Icd10:
     """ICD-10 codes of every chapter (A00-Z99), 3 to 7 characters, with or without the dot.
 
-    A code is a capital, two digits (or C4A, C7A, C7B, D3A, M1A, Z3A), then up to four more (after a dot or not):
-    ``I10``, ``E11.9``, ``E119``, ``U07.1``, ``S72.001A``, ``S72001A``. Capitals only: lowercase
-    ``p95`` or ``v2.1.3`` is no code. Two contexts tell an undotted shape apart, at the price of
-    missing a code written right after them: an error word before it ("error E1234", "exit code
-    A100", "status E42") makes it an error code, and "P50/P90/P95/P99/P999" before "latency",
-    "ms" or "response time" a percentile. A dotted code is a code whatever comes before it.
+    A code is a letter, two digits (or C4A, C7A, C7B, D3A, M1A, Z3A), then up to four more (after a dot or not):
+    ``I10``, ``E11.9``, ``E119``, ``U07.1``, ``S72.001A``, ``S72001A``, in any case (``e11.9``, ``i10``,
+    ``s72.001a``). Two contexts tell an undotted shape apart, at the price of missing a code written right
+    after them: an error word before it ("error E1234", "exit code A100", "status E42") makes it an error
+    code, and "P50/P90/P95/P99/P999" before "latency", "ms" or "response time" a percentile (so is "P99.9"
+    there). Any other dotted code is a code whatever comes before it. Lowercase undotted codes take digits
+    and a last letter only after three digits (``s72001a``), so ``i18n`` is no code.
+
+    A code in capitals may be glued to a lowercase word ("notesS72.001A"); one with a lowercase letter must
+    start a word of its own, since ``arm64``, ``sha256`` and ``utf8`` end in the same shape (a capitalised
+    word glued after it still counts: "e119Reviewed"). Three
+    lowercase shapes are read as what engineers write, not codes: a version (``v2.1``, ``v12.3``, though
+    that misses the lowercase transport-accident codes V00-V99), an architecture (``x86``, ``x64``) and a
+    video codec (``h264``, ``h265``).
     """
 
     # A code starts a word, or is glued to a lowercase one ("notesS72.001A"); it may not go on in lowercase.
@@ -89,20 +103,28 @@ class _Icd10:
         r"(?:(?<![A-Za-z0-9])|(?<=[a-z]))[A-Z]\d(?:\d|(?<=C[47]|D3|M1|Z3)A|(?<=C7)B)"
         r"(?P<dotted>\.[0-9A-Z]{1,4})?(?(dotted)|[0-9A-Z]{0,4})(?![a-z0-9])"
     )
+    # With a lowercase letter: any case, standing alone (the lookahead keeps capital-only codes to _CODE).
+    _LOWER_CODE = re.compile(
+        r"(?<![A-Za-z0-9])(?=[A-Za-z0-9.]{0,7}[a-z])[A-Za-z]\d(?:\d|(?<=[Cc][47]|[Dd]3|[Mm]1|[Zz]3)[Aa]|(?<=[Cc]7)[Bb])"
+        r"(?P<dotted>\.[0-9A-Za-z]{1,4})?(?(dotted)|\d{0,3}(?:(?<=\d{3})[A-Za-z])?)(?![a-z0-9])(?![A-Z](?![a-z]))"
+    )
+    _ENGINEERING = re.compile(r"v\d.*|x86|x64|h26[45]")
     _ERROR_BEFORE = re.compile(
         r"(?:error|err|errno|fault|warning|warn|alarm|alert|exit|status|event)(?:\s+code)?[\s:#=-]*$", re.I
     )
-    _PERCENTILE = re.compile(r"P(?:50|75|90|95|99|999)")
+    _PERCENTILE = re.compile(r"P(?:50|75|90|95|99|999|99\.9|99\.99)", re.I)
     _PERCENTILE_AFTER = re.compile(r"\s*(?:latency|response|duration|ms\b|s\b|percentile)", re.I)
 
     def search(self, text: str) -> re.Match[str] | None:
         """The first code in ``text`` that no context explains away."""
-        for match in self._CODE.finditer(text):
+        capitals = list(self._CODE.finditer(text))
+        lower = [m for m in self._LOWER_CODE.finditer(text) if not self._ENGINEERING.fullmatch(m.group())]
+        for match in sorted(capitals + lower, key=lambda m: m.start()):
+            if self._PERCENTILE.fullmatch(match.group()) and self._PERCENTILE_AFTER.match(text, match.end()):
+                continue
             if match.group("dotted"):
                 return match
             if self._ERROR_BEFORE.search(text, 0, match.start()):
-                continue
-            if self._PERCENTILE.fullmatch(match.group()) and self._PERCENTILE_AFTER.match(text, match.end()):
                 continue
             return match
         return None
@@ -125,7 +147,10 @@ BANNED: dict[str, _Pattern] = {
     "phone": re.compile(r"(?:\+?1[\s.-]?)?(?:\(\d{3}\)|(?<!\d)\d{3})[\s.-]?\d{3}[\s.-]?\d{4}(?!\d)"),
     "email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
     "medication_dose": re.compile(
-        rf"(?:{_DOSE_START}\d+(?:[.,]\d+)?\s*{_DOSE_UNITS}|{_NUMBER_WORDS}[\s-]+{_SPELLED_DOSE_UNITS}){_UNIT_END}", re.I
+        rf"(?:{_DOSE_START}\d+(?:[.,]\d+)?{_DOSE_JOIN}{_DOSE_UNITS}"
+        rf"|{_NUMBER_WORDS}(?:\s*[{_DASHES}]\s*|\s+){_SPELLED_DOSE_UNITS}"
+        rf"|{_NUMBER_WORDS}\s*[{_DASHES}]\s*{_HYPHENED_ABBREVIATED_UNITS}){_UNIT_END}",
+        re.I,
     ),
     "icd10": _Icd10(),
     "titled_name": re.compile(
