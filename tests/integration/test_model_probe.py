@@ -17,6 +17,7 @@ import pytest
 
 from flowledger.cli import main
 from flowledger.config import load_settings
+from flowledger.llm.output_checks import STOP_SEQUENCES
 from flowledger.llm.probe import BANNER_BUDGET_SECONDS, NEXT_ACTION_MAX_TOKENS, model_banner
 from tests.integration.conftest import ScriptedOpenAI
 
@@ -256,3 +257,20 @@ def test_serve_waits_for_a_slow_model_no_longer_than_its_budget(
     assert time.monotonic() - started < BANNER_BUDGET_SECONDS + 0.5
     assert "— a 1-token chat failed (no answer within" in line
     assert line.endswith("; chat turns will fail until it answers")
+
+
+def test_the_probe_sends_the_chats_stop_sequences_and_goes_on_without_them_where_refused(
+    server: ScriptedOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer = dialect(json_schema="enforce", json_object_schema="enforce")
+
+    def no_stops(body: dict[str, Any]) -> dict[str, Any]:
+        return {"status": 400, "message": "'stop' is not supported"} if "stop" in body else answer(body)
+
+    server.script = [no_stops] * 20
+    status, report = probe_json(capsys, server)
+    assert status == 0 and report["usable"] is True
+    assert results(report)["plain chat"] == "ok"
+    first, second, *rest = [r for r in server.requests if "messages" in r]
+    assert first["stop"] == list(STOP_SEQUENCES) and "stop" not in second  # refused once, then never sent
+    assert all("stop" not in r for r in rest)

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from flowledger.errors import FlowledgerError
 from flowledger.llm.endpoint import model_endpoint_for
 from flowledger.llm.openai_adapter import OpenAIChatModel, error_message, parse_reply, wire_message, wire_tool
+from flowledger.llm.output_checks import STOP_SEQUENCES
 from flowledger.llm.output_modes import (
     LADDER,
     PROMPTED,
@@ -159,6 +160,8 @@ class _Prober:
         # As the adapter asks: OpenAI's own API wants max_completion_tokens, other servers max_tokens.
         openai_proper = endpoint.base_url is None or urlsplit(str(self.client.base_url)).netloc == "api.openai.com"
         self.tokens_field = "max_completion_tokens" if openai_proper else "max_tokens"
+        # As the adapter asks: chat-template tokens as stop sequences, but on OpenAI's own API.
+        self.stops: dict[str, Any] = {} if openai_proper else {"stop": list(STOP_SEQUENCES)}
         self.skip: str | None = None  # why the checks from here on are not made
 
     def run(self, name: str, call: Callable[[], Any], judge: Callable[[Any], tuple[str, str]]) -> Check:
@@ -186,9 +189,18 @@ class _Prober:
             "messages": [wire_message(m) for m in messages],
             "timeout": timeout or self.timeout,
             self.tokens_field: max_tokens,
+            **self.stops,
             **fields,
         }
-        return self.client.chat.completions.create(**request)
+        try:
+            return self.client.chat.completions.create(**request)
+        except self._openai.APIStatusError as exc:
+            # A server that refuses stop sequences is asked again without them, for good, as the adapter does.
+            if not self.stops or exc.status_code not in (400, 422) or "stop" not in error_message(exc).lower():
+                raise
+            self.stops = {}
+            request.pop("stop")
+            return self.client.chat.completions.create(**request)
 
     def models(self) -> Check:
         def judge(page: Any) -> tuple[str, str]:
