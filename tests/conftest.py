@@ -56,6 +56,16 @@ SHARED_FIXTURE_MODULES = (
 )
 
 
+# The order workers take the modules in, longest first, so that no long module starts last and leaves two
+# workers idle while it runs on (xdist's own order is by number of tests, which put the real-model modules,
+# a few tests of a minute or more each, at the end of the run). Within a layer, modules with more tests first.
+LAYER_ORDER = ("tests/realmodel/", "tests/e2e/", "tests/browser/", "tests/infra/", "tests/integration/", "tests/unit/")
+
+
+def _layer_rank(nodeid: str) -> int:
+    return next((rank for rank, layer in enumerate(LAYER_ORDER) if nodeid.startswith(layer)), len(LAYER_ORDER))
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadscope":
         return None
@@ -65,6 +75,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return module if module.startswith(SHARED_FIXTURE_LAYERS) or module in SHARED_FIXTURE_MODULES else nodeid
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The queue is complete by the first assignment: order it once (the workers' own collections, which
+            # xdist maps its indexes through, stay as they are).
+            if not getattr(self, "_longest_first", False):
+                self._longest_first = True
+                ordered = sorted(self.workqueue.items(), key=lambda item: (_layer_rank(item[0]), -len(item[1])))
+                self.workqueue.clear()
+                self.workqueue.update(ordered)
+            super()._assign_work_unit(node)
 
     return ServersTogether(config, log)
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from flowledger.api.chat_app import final_body
+from flowledger.llm.output_checks import STOP_SEQUENCES, degenerate_loop, template_token
 from flowledger.local.devserver import DEMO_DOCUMENTS
 from tests.e2e.conftest import RunningServer, launch_server
 from tests.e2e.test_dev_server import token
@@ -116,6 +117,7 @@ def check_turn(turn: Turn) -> None:
     content = outcome.get("content") or {}
     published = json.dumps(content)
     assert not INTERNAL.search(published), published
+    assert template_token(published) is None and degenerate_loop(content.get("text") or "") is None, published
     titles = demo_titles()
     for reference in content.get("references", []):
         assert reference["title"] in titles or reference["document_id"].startswith("dc_"), reference
@@ -133,3 +135,9 @@ def check_call(call: Exchange) -> None:
     usage = call.response.get("usage") or {}
     if usage:
         assert usage["completion_tokens"] <= sent["max_tokens"], usage
+    # llama-server runs with --special, so it writes the end-of-turn token into the text: the stop sequences
+    # every call sends must end generation there (the chat would refuse the reply otherwise).
+    assert sent.get("stop") == list(STOP_SEQUENCES), sent.get("stop")
+    for choice in call.response.get("choices") or []:
+        content = (choice.get("message") or {}).get("content") or ""
+        assert template_token(content) is None, content

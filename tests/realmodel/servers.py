@@ -157,7 +157,8 @@ def start_server(
 
 
 def start_llama_server(log_dir: Path) -> ModelServer:
-    """llama.cpp's server: ready when ``GET /health`` answers 200 (503 while the model loads)."""
+    """llama.cpp's server, with special tokens in its output: ready when ``GET /health`` answers 200 (503 while the
+    model loads)."""
     require(os.access(LLAMA_SERVER, os.X_OK), f"no llama-server at {LLAMA_SERVER} (../shared/llm)")
     model = model_path()
 
@@ -165,6 +166,9 @@ def start_llama_server(log_dir: Path) -> ModelServer:
         return [
             str(LLAMA_SERVER), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(CONTEXT_TOKENS), "--jinja", "-np", "2", "-a", MODEL, "-t", "1", "--log-colors", "off",
+            # Special tokens written into the text, as a server whose template does not fit its model writes
+            # them: the chat's stop sequences must end each answer at its end-of-turn token.
+            "--special",
         ]  # fmt: skip
 
     return start_server("llama-server", command, "/health", log_dir, _LLAMA_SERVER_REFUSED)

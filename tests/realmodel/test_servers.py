@@ -13,6 +13,9 @@ import httpx
 import jsonschema
 import pytest
 
+from flowledger.llm.openai_adapter import OpenAIChatModel
+from flowledger.llm.output_checks import STOP_SEQUENCES, template_token
+from flowledger.llm.ports import Message
 from tests.realmodel.servers import ModelServer
 
 SERVERS = ["llama_server", "llama_cpp_server"]
@@ -59,7 +62,12 @@ def test_max_tokens_cuts_the_reply_with_finish_reason_length(server: ModelServer
 def test_llama_server_enforces_a_json_schema_response_format(llama_server: ModelServer) -> None:
     mark = llama_server.log_mark()
     response_format = {"type": "json_schema", "json_schema": {"name": "city", "strict": True, "schema": CITY}}
-    answer = chat(llama_server, response_format=response_format, max_tokens=64)
+    # With --special the end-of-turn token after the object fails llama-server's own output parser (a 500,
+    # "does not match the expected peg-native format"); the stop sequences the chat sends end the answer first.
+    unstopped = chat(llama_server, response_format=response_format, max_tokens=64)
+    assert unstopped.status_code == 500 and "peg-native format" in unstopped.text, unstopped.text
+    mark = llama_server.log_mark()
+    answer = chat(llama_server, response_format=response_format, max_tokens=64, stop=list(STOP_SEQUENCES))
     assert answer.status_code == 200, answer.text
     choice = answer.json()["choices"][0]
     assert choice["finish_reason"] == "stop"
@@ -124,3 +132,18 @@ def test_a_model_step_records_the_servers_usage_and_finish_reason(server: ModelS
     recorded = model_call_outputs(reply)  # what a flow's model step holds
     assert (recorded["usage_source"], recorded["finish_reason"]) == ("server", "length")
     assert 0 < recorded["completion_tokens"] <= 16 and recorded["prompt_tokens"] > 0
+
+
+def test_llama_server_writes_the_end_of_turn_token_and_the_chats_stop_sequences_end_there(
+    llama_server: ModelServer,
+) -> None:
+    """With --special (as a server whose chat template does not fit its model behaves), the answer's end-of-turn
+    token comes back as text, which the output checks refuse; the stop sequences the chat sends end it there."""
+    thanks = [{"role": "user", "content": "thanks!"}]
+    bare = chat(llama_server, messages=thanks).json()["choices"][0]["message"]["content"]
+    assert template_token(bare) == "<|im_end|>", bare
+    stopped = chat(llama_server, messages=thanks, stop=list(STOP_SEQUENCES)).json()["choices"][0]["message"]
+    assert template_token(stopped["content"]) is None and stopped["content"].strip(), stopped
+    model = OpenAIChatModel(llama_server.model, None, llama_server.base_url)
+    reply = model.complete([Message("user", "thanks!")], timeout_seconds=60, max_tokens=48)
+    assert reply.text and template_token(reply.text) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,8 @@ def cmd_model_eval(args: argparse.Namespace) -> int:
         print(f"[{number}/{len(turns)}] {result.turn_id}: {verdict} ({result.seconds:.1f} s)", file=sys.stderr)
 
     print(f"starting a private flowledger serve for {name} at {where}...", file=sys.stderr)
+    # A TERM stops the card as Ctrl-C does: through the server's own stop, never leaving it running.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with private_server(environment) as server:
         results = run_turns(server, turns, progress)
     card = score_card(name, where, results)
