@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar, cast
 
 from flowledger.local import moto_state
 from flowledger.services import Services
 from flowledger.store.provision import provision_all
+
+T = TypeVar("T")
 
 
 class ProvisionedStates:
@@ -20,26 +23,27 @@ class ProvisionedStates:
 
     def __init__(self, folder: Path) -> None:
         self._folder = folder
-        self._files: dict[tuple[str, ...], Path] = {}
+        self._files: dict[tuple[str, ...], tuple[Path, object]] = {}  # the state file and what ``make`` returned
 
     def provision(self, services: Services) -> None:
         """Every declared table, bucket and key, as ``provision_all`` makes them."""
         self._made(services, (), lambda: provision_all(services.aws, services.settings))
 
-    def seeded(self, services: Services, name: str, seed: Callable[[], object]) -> None:
+    def seeded(self, services: Services, name: str, seed: Callable[[], T]) -> T:
         """The provisioned store as ``seed`` leaves it (documents a module's every test starts from, say), made
-        once and put back as :meth:`provision` is. ``seed`` must write the same whenever it runs: nothing that
-        depends on the time a test starts."""
+        once and put back as :meth:`provision` is; what ``seed`` returned that once (the ids it made, say).
+        ``seed`` must write the same whenever it runs: nothing that depends on the time a test starts."""
         self.provision(services)
-        self._made(services, (name,), seed)
+        return cast(T, self._made(services, (name,), seed))
 
-    def _made(self, services: Services, what: tuple[str, ...], make: Callable[[], object]) -> None:
+    def _made(self, services: Services, what: tuple[str, ...], make: Callable[[], object]) -> object:
         settings = services.settings
         names = (settings.resource_prefix, settings.bucket_suffix, settings.aws_region, settings.data_key_id, *what)
         saved = self._files.get(names)
-        if saved is not None and moto_state.load_state(saved) is not None:
-            return
-        make()
-        saved = self._folder / f"provisioned-{len(self._files)}.state"
-        moto_state.write_state_file(saved, moto_state.dump_state())
-        self._files[names] = saved
+        if saved is not None and moto_state.load_state(saved[0]) is not None:
+            return saved[1]
+        returned = make()
+        state = self._folder / f"provisioned-{len(self._files)}.state"
+        moto_state.write_state_file(state, moto_state.dump_state())
+        self._files[names] = (state, returned)
+        return returned

@@ -114,16 +114,13 @@ def seed_flows(call: Call, clock: Clock) -> dict[str, str]:
     return flows
 
 
-_SEEDED: dict[str, str] = {}  # the six flows' ids, as this test process first wrote them
-
-
 @pytest.fixture
 def seeded(call: Call, clock: Clock, services: Services, provisioned_states: ProvisionedStates) -> dict[str, str]:
     """The six flows of :func:`seed_flows`, written through the function once per test process and put back into
     each test's moto (15 audited writes a test were a third of the module's time)."""
-    provisioned_states.seeded(services, "flow-listing", lambda: _SEEDED.update(seed_flows(call, clock)))
+    flows = provisioned_states.seeded(services, "flow-listing", lambda: seed_flows(call, clock))
     clock.now = T0
-    return dict(_SEEDED)
+    return dict(flows)
 
 
 def test_every_flow_newest_first_across_years_page_by_page(call: Call, seeded: dict[str, str]) -> None:

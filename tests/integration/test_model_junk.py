@@ -8,27 +8,20 @@ outputs recorded from real small models (tests/fixtures/model_junk).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowledger.chat.executors import CUT_ANSWER_LIMITATION, SYSTEM_CHAT_LIMITATION
 from flowledger.llm.openai_adapter import OpenAIChatModel
-from flowledger.llm.output_checks import STOP_SEQUENCES, degenerate_loop, template_token
+from flowledger.llm.output_checks import STOP_SEQUENCES, template_token
 from flowledger.services import Services
 from tests.integration.test_chat_use_case import Harness, route
 from tests.integration.test_chat_use_case import services as services  # the fixture: two indexed documents
+from tests.unit.test_output_checks import recorded
 
 pytestmark = pytest.mark.anyio
-RECORDED = Path(__file__).parents[1] / "fixtures" / "model_junk"
-
-
-def recorded_junk() -> list[str]:
-    return [json.loads(path.read_text())["content"] for path in sorted(RECORDED.glob("*.json"))]
-
-
-JUNK = recorded_junk()
+JUNK = [sample["content"] for _, sample in recorded()]
 
 
 @pytest.fixture
@@ -124,8 +117,3 @@ async def test_a_server_refusing_stop_sequences_is_asked_again_without_them(harn
     first, *rest = harness.scripted.requests
     assert "stop" in first and all("stop" not in request for request in rest)
     assert first["response_format"] == rest[0]["response_format"]  # the refusal named stop, not the schema
-
-
-def test_the_recordings_are_junk_of_both_kinds() -> None:
-    assert JUNK and any(template_token(text) for text in JUNK)
-    assert any(template_token(text) is None and degenerate_loop(text) for text in JUNK)

@@ -107,6 +107,7 @@ def test_an_objects_strings_and_a_tool_calls_arguments_are_checked() -> None:
 
 
 def recorded() -> list[tuple[str, dict[str, str]]]:
+    """The recorded real junk (tests/fixtures/model_junk): each file's name and what it holds."""
     return [(path.stem, json.loads(path.read_text())) for path in sorted(RECORDED.glob("*.json"))]
 
 

@@ -168,7 +168,7 @@ def _judged(turn: Turn, outcome: dict[str, Any], run: dict[str, Any], seconds: f
         why = "answered nothing"
     elif turn.references and not content.get("references"):
         why = "cited no document"
-    return _result(turn, run, status, why, seconds, junk=junk)
+    return _result(turn, run | {"intent": intent}, status, why, seconds, junk=junk)
 
 
 def _cancelled(client: httpx.Client, turn: Turn) -> TurnResult:
