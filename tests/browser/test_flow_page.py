@@ -7,6 +7,7 @@ run, so the session's shared server needs no store of its own.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
 from flowledger.ids import new_id
 from tests.browser.conftest import PHONE, READY, Api, open_console, screenshot, serious_violations
@@ -386,7 +388,8 @@ def test_step_details_show_inputs_outputs_and_open_a_sealed_field_on_request(
         button.click()
     assert_signed_ok(opened.value)
     assert "side=inputs" in opened.value.url and "field=patient_name" in opened.value.url
-    assert inputs.locator("[data-field='patient_name'] dd").inner_text().endswith(PHI)
+    # The response is in; the page renders it a moment later: wait for the value, not for the request.
+    expect(inputs.locator("[data-field='patient_name'] dd")).to_have_text(re.compile(re.escape(PHI) + "$"))
     assert len(sealed_reads) == 1
     screenshot(page, "flow-step-evidence")
     assert serious_violations(page) == []
