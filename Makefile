@@ -21,7 +21,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # leaves its core to another (on 2 cores, 3 workers ran the unit and integration layers in 177 s against 186,
 # the whole suite in 574 s). A module's tests stay on one worker (loadscope), so a server or synth a module
 # shares is built once. The 30 slowest tests close every run.
-PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+NPROC := $(shell nproc)
+PYTEST_WORKERS ?= $(shell echo $$(( $(NPROC) + 1 )))
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadscope --durations=30
 PHASE := scripts/phase.sh
 # Every test's time, which .ci/run's closing summary reads (scripts/ci_budget.py: layers, the slowest, budgets).
@@ -119,8 +120,7 @@ test-fast: install  ## the inner loop: ruff, mypy, then the unit and integration
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
-	$(BIN)/mypy --strict tools/verify_bundle.py  # the standalone verifier: outside the package on purpose
+	$(BIN)/mypy --num-workers $(NPROC)  # the package and the standalone verifier, one cache ([tool.mypy])
 
 format: install
 	$(BIN)/ruff format .
