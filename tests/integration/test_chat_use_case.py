@@ -22,6 +22,7 @@ from pydantic import TypeAdapter
 from flowledger.api.chat_app import create_app, final_body
 from flowledger.chat.executors import MAX_LIMITATIONS_CHARS, SYSTEM_CHAT_LIMITATION, Executor, ExecutorRun, TurnContext
 from flowledger.chat.models import ChatEvent, Intent
+from flowledger.chat.router import EXAMPLES
 from flowledger.chat.runs import RunStore
 from flowledger.chat.usecase import CancelToken, ChatApplicationUseCase
 from flowledger.chat.wiring import build_use_case
@@ -318,7 +319,10 @@ async def test_new_topic_overrides_history(harness: Harness, via: str) -> None:
         "last_intent": "DIAGNOSIS",
         "last_user_query": "why is checkout failing?",
     }
-    assert [m["role"] for m in harness.scripted.requests[1]["messages"]] == ["system", "user"]
+    messages = harness.scripted.requests[1]["messages"]
+    assert [m["role"] for m in messages] == ["system", *["user", "assistant"] * len(EXAMPLES), "user"]
+    # Before the query: the instructions and the router's own worked examples, nothing of this session.
+    assert "checkout" not in json.dumps(messages[:-1]).lower() and "ledger" not in json.dumps(messages[:-1]).lower()
     assert "tools" not in harness.scripted.requests[1]
 
 

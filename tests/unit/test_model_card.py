@@ -10,7 +10,8 @@ import pytest
 
 from flowledger.errors import InvalidInput
 from flowledger.modelcard.card import PASS_BAR, TurnResult, percentile, score_card
-from flowledger.modelcard.turns import CAPABILITIES, builtin_turns, load_turns
+from flowledger.modelcard.run import _judged
+from flowledger.modelcard.turns import CAPABILITIES, Turn, builtin_turns, load_turns
 
 ROUTING_LABELS = {"small talk", "knowledge", "diagnosis", "table"}
 
@@ -109,3 +110,35 @@ def test_latency_tokens_and_routing_by_label_are_summed_per_capability() -> None
 def test_percentiles_are_nearest_rank() -> None:
     values = [float(n) for n in range(1, 21)]
     assert (percentile(values, 50), percentile(values, 95), percentile([], 95)) == (10.0, 19.0, 0.0)
+
+
+def _turn(turn_id: str) -> Turn:
+    return next(t for t in builtin_turns() if t.id == turn_id)
+
+
+def _outcome(text: str, **content: object) -> dict[str, object]:
+    return {"status": "SUCCESS", "intent": "KNOWLEDGE_QUERY", "content": {"text": text, **content}}
+
+
+@pytest.mark.parametrize(
+    ("content", "passed"),
+    [
+        ({}, False),  # small talk about the table: no table was read
+        ({"tables": [{"document_id": "dc_1", "columns": ["month"], "rows": [["2026-01"]]}]}, True),
+        ({"source_context": {"decision": "history", "basis": "history", "engines": []}}, True),  # from the turn before
+        ({"source_context": {"decision": "narrative", "basis": "selected", "engines": ["narrative"]}}, False),
+    ],
+)
+def test_a_table_turn_passes_only_on_an_answer_that_read_the_table(content: dict[str, object], passed: bool) -> None:
+    result = _judged(_turn("table-by-region"), _outcome("North leads.", **content), {}, 1.0)
+    assert result.passed is passed, result.why
+
+
+def test_a_published_template_token_or_loop_is_counted_apart_from_refused_junk() -> None:
+    leaked = _judged(_turn("knowledge-answer-paging"), _outcome("Page them.<|im_end|>", references=[1]), {}, 1.0)
+    refused = _judged(_turn("small-talk-hello"), _outcome("Hi!"), {"reason_code": "model_degenerate_output"}, 1.0)
+    assert (leaked.passed, leaked.junk, leaked.published_junk) == (False, True, True)
+    assert (refused.junk, refused.published_junk) == (True, False)
+    card = score_card("m", "offline", [leaked, refused])
+    assert card.published_junk == 1 and card.as_dict()["published_junk"] == 1
+    assert "answers published with a template token or a loop: 1" in card.lines()

@@ -12,9 +12,11 @@ import json
 
 import pytest
 
-from flowledger.chat.router import INSTRUCTIONS, SCHEMA
+from flowledger.chat.models import Intent
+from flowledger.chat.router import EXAMPLES, INSTRUCTIONS, SCHEMA
 from flowledger.llm.offline import OfflineChatModel
 from flowledger.llm.ports import Message
+from flowledger.modelcard.turns import builtin_turns
 
 DIAGNOSIS = [
     # the demo's own questions
@@ -175,3 +177,14 @@ def test_offline_routing(query: str, intent: str) -> None:
 def test_routing_is_deterministic_and_ignores_case_and_punctuation(query: str) -> None:
     variants = {query, query.upper(), query.lower(), query.rstrip("?") + " ??", f"  {query}  "}
     assert len({offline_route(v) for v in variants}) == 1
+
+
+@pytest.mark.parametrize(("query", "intent"), EXAMPLES)
+def test_the_routers_worked_examples_are_labelled_as_the_offline_rules_route_them(query: str, intent: Intent) -> None:
+    assert offline_route(query) == intent.value
+
+
+def test_the_worked_examples_teach_every_intent_and_none_is_a_card_turn() -> None:
+    """The model report card measures what the examples teach: none of its questions is among them."""
+    assert {intent for _, intent in EXAMPLES} == set(Intent)
+    assert not {t.query.lower() for t in builtin_turns()} & {query.lower() for query, _ in EXAMPLES}

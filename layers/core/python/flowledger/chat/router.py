@@ -43,6 +43,26 @@ INSTRUCTIONS = (
     "in the current query wins. Answer with the JSON object only."
 )
 
+# Worked examples the model sees before the query, as earlier turns of the same exchange: fixed text of our
+# own, never a user's, so the router stays isolated (its only input from the turn is still the query and the
+# optional last intent and query). None of them is a card turn: the card measures what they teach.
+EXAMPLES: tuple[tuple[str, Intent], ...] = (
+    ("hi, nice to meet you", Intent.SYSTEM_CHAT),
+    ("what can you do?", Intent.SYSTEM_CHAT),
+    ("What does the travel policy document say about hotel costs?", Intent.KNOWLEDGE_QUERY),
+    ("How many orders are in the Q3 spreadsheet?", Intent.KNOWLEDGE_QUERY),
+    ("The orders service returns 500 errors since this morning, find out why.", Intent.DIAGNOSIS),
+    ("Why is the login page timing out?", Intent.DIAGNOSIS),
+)
+
+
+def _examples() -> list[Message]:
+    shown: list[Message] = []
+    for query, intent in EXAMPLES:
+        shown.append(Message("user", json.dumps({"query": query, "last_intent": None, "last_user_query": None})))
+        shown.append(Message("assistant", json.dumps({"intent": intent.value})))
+    return shown
+
 
 class RoutingUnavailable(FlowledgerError):
     code = "ROUTING_UNAVAILABLE"
@@ -87,7 +107,7 @@ class IntentRouter:
             "last_intent": last_intent.value if last_intent else None,
             "last_user_query": last_user_query,
         }
-        messages = [Message("system", INSTRUCTIONS), Message("user", json.dumps(payload))]
+        messages = [Message("system", INSTRUCTIONS), *_examples(), Message("user", json.dumps(payload))]
 
         tokens = 0
         attempts = 0

@@ -48,9 +48,10 @@ def add_commands(commands: Any) -> None:
         " questions (small talk, knowledge, diagnosis, table), knowledge answers with checked citations, the demo"
         " diagnosis, the demo table and two follow-ups, and a cancellation. Prints per capability the pass rate,"
         " the junk rate (answers refused as template tokens or loops), the server's refusals, latency p50/p95 and"
-        " tokens per turn, then which capabilities the model can serve (80%% of its turns pass, no junk, no"
-        " refusal). With no endpoint configured it is the offline model's card, the baseline. Exits 0 when the"
-        " card was made, 2 when it could not be.",
+        " tokens per turn, then which capabilities the model can serve (four turns in five pass, no junk, no"
+        " refusal). With no endpoint configured it is the offline model's card, the baseline. The private server"
+        " takes the environment's other settings: FLOWLEDGER_MODEL_MAX_TOKENS and FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS"
+        " bound a slow model's card. Exits 0 when the card was made, 2 when it could not be.",
     )
     endpoint_options(card, "the offline model when none is configured")
     card.add_argument(

@@ -49,9 +49,12 @@ STOP_SEQUENCES: tuple[str, ...] = (
     "<|endoftext|>",
     "<end_of_turn>",
     "<start_of_turn>",
+    "<eos>",  # Gemma's end of sequence, written out by a server that renders special tokens as text
     "<|eot_id|>",
+    "<|end_of_text|>",
     "<|start_header_id|>",
     "[INST]",
+    "</s>",  # Llama 2's and Mistral's end of sequence
     "<|end|>",
     "<|user|>",
     f"<{_BAR}end{_SPACE}of{_SPACE}sentence{_BAR}>",

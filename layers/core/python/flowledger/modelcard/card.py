@@ -23,7 +23,8 @@ class TurnResult:
     passed: bool
     status: str  # the run's status (SUCCESS, FAILED, CANCELLED), or the HTTP error the turn got
     why: str = ""  # what failed, when it did (never model text)
-    junk: bool = False  # the model's output was refused as junk (model_degenerate_output)
+    junk: bool = False  # the model's output was refused as junk (model_degenerate_output), or published
+    published_junk: bool = False  # a published answer held a template token or a loop: a defect, never expected
     refused: bool = False  # the model server refused a request (model_refused_request)
     seconds: float = 0.0
     tokens: int = 0
@@ -64,6 +65,11 @@ class Card:
     turns_version: int = VERSION
 
     @property
+    def published_junk(self) -> int:
+        """Answers published with a template token or a loop in them (the checks exist to keep this 0)."""
+        return sum(result.published_junk for result in self.results)
+
+    @property
     def served(self) -> list[str]:
         return [score.capability for score in self.scores if score.served]
 
@@ -78,6 +84,7 @@ class Card:
             ],
             "routing_by_label": {label: {"right": r, "asked": n} for label, (r, n) in self.routing_by_label.items()},
             "serves": self.served,
+            "published_junk": self.published_junk,
             "turns": [asdict(result) for result in self.results],
         }
 
@@ -97,6 +104,7 @@ class Card:
         if self.routing_by_label:
             shown = ", ".join(f"{label} {right}/{asked}" for label, (right, asked) in self.routing_by_label.items())
             out += ["", f"routing by label: {shown}"]
+        out += ["", f"answers published with a template token or a loop: {self.published_junk}"]
         failed = [r for r in self.results if not r.passed]
         if failed:
             out += ["", "turns that did not pass:"]

@@ -168,7 +168,15 @@ def _judged(turn: Turn, outcome: dict[str, Any], run: dict[str, Any], seconds: f
         why = "answered nothing"
     elif turn.references and not content.get("references"):
         why = "cited no document"
-    return _result(turn, run | {"intent": intent}, status, why, seconds, junk=junk)
+    elif turn.capability == "table" and not _read_the_table(content):
+        why = "answered without the table (no table result, no answer from the conversation's)"
+    return _result(turn, run | {"intent": intent}, status, why, seconds, junk=junk, published_junk=leaked)
+
+
+def _read_the_table(content: dict[str, Any]) -> bool:
+    """A table turn's answer computed on the table, or (a follow-up) answered from the conversation that did."""
+    decision = (content.get("source_context") or {}).get("decision")
+    return bool(content.get("tables")) or decision in ("tabular", "both", "history")
 
 
 def _cancelled(client: httpx.Client, turn: Turn) -> TurnResult:
@@ -214,7 +222,9 @@ def _cancelled(client: httpx.Client, turn: Turn) -> TurnResult:
     return _result(turn, run, status, why, seconds, junk=run.get("reason_code") == "model_degenerate_output")
 
 
-def _result(turn: Turn, run: dict[str, Any], status: str, why: str, seconds: float, *, junk: bool) -> TurnResult:
+def _result(
+    turn: Turn, run: dict[str, Any], status: str, why: str, seconds: float, *, junk: bool, published_junk: bool = False
+) -> TurnResult:
     """The turn's result from its stored run: passed unless ``why`` says what failed."""
     return TurnResult(
         turn_id=turn.id,
@@ -223,6 +233,7 @@ def _result(turn: Turn, run: dict[str, Any], status: str, why: str, seconds: flo
         status=status,
         why=why,
         junk=junk,
+        published_junk=published_junk,
         refused=run.get("reason_code") == "model_refused_request",
         seconds=seconds,
         tokens=int((run.get("budget_usage") or {}).get("tokens") or 0),
