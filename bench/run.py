@@ -31,6 +31,7 @@ BENCHMARKS = [
     "flow_export.py",
     "console.py",
     "real_model.py",
+    "model_cards.py",
 ]
 
 

@@ -25,7 +25,9 @@ pytestmark = pytest.mark.realmodel
 
 CARD_SETTINGS = {
     "FLOWLEDGER_MODEL_MAX_TOKENS": "128",
-    "FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS": "2",
+    # A turn's budget of model calls (every turn's, not only a diagnosis's): a table follow-up makes three
+    # (the history's assessment, the plan, the answer), and at two ends BUDGET_EXHAUSTED, even offline.
+    "FLOWLEDGER_DIAGNOSIS_MAX_MODEL_CALLS": "3",
     "FLOWLEDGER_DIAGNOSIS_MAX_TOOL_CALLS": "2",
     "FLOWLEDGER_DIAGNOSIS_MAX_SECONDS": "30",
     "FLOWLEDGER_MODEL_TIMEOUT_SECONDS": "30",
