@@ -27,12 +27,12 @@ from tests.realmodel.servers import ModelServer
 RUN_STATUSES = {"SUCCESS", "FAILED", "CANCELLED"}
 RELEASE_OUTCOMES = {"SUCCESS", "FALLBACK", "FAILED", "CANCELLED"}
 PUBLIC_ERROR_CODES = {"ROUTING_UNAVAILABLE", "EXECUTION_FAILED", "BUDGET_EXHAUSTED", "CANCELLED"}
-MAX_TOKENS_PER_CALL = 384  # FLOWLEDGER_MODEL_MAX_TOKENS below: every call's size, capped
+MAX_TOKENS_PER_CALL = 192  # FLOWLEDGER_MODEL_MAX_TOKENS below: every call's size, capped
 # What a client must never read: tool-call and observation ids, tool names, internal field names.
 INTERNAL = re.compile(
     r"call_[0-9a-f]{6,}|/obs-\d|\bobs-\d|query_logs|query_sql|lookup_knowledge|grounded_sources|invocation_id"
 )
-# Small bounds for a small machine: a diagnosis of at most 3 model calls of at most 384 tokens each, a minute
+# Small bounds for a small machine: a diagnosis of at most 3 model calls of at most 192 tokens each, a minute
 # per call (a 1,024-token draft takes SmolLM2 20 s on one busy core). The research loop's consumer would call
 # the same model between turns: off, so the calls after a turn's start are its own.
 SETTINGS = {

@@ -7,6 +7,7 @@ or another model change one, this says which.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -66,6 +67,11 @@ def test_llama_server_enforces_a_json_schema_response_format(llama_server: Model
     # "does not match the expected peg-native format"); the stop sequences the chat sends end the answer first.
     unstopped = chat(llama_server, response_format=response_format, max_tokens=64)
     assert unstopped.status_code == 500 and "peg-native format" in unstopped.text, unstopped.text
+    # The server logs the exception after it answers: wait for that line, so the next mark starts after it.
+    deadline = time.monotonic() + 10
+    while not llama_server.refusals(mark) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert llama_server.refusals(mark), "llama-server's log does not show the 500 it answered"
     mark = llama_server.log_mark()
     answer = chat(llama_server, response_format=response_format, max_tokens=64, stop=list(STOP_SEQUENCES))
     assert answer.status_code == 200, answer.text
