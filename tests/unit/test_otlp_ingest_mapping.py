@@ -154,8 +154,10 @@ def test_each_span_is_a_step_of_its_kind_with_safe_facts_and_its_contents_set_ap
     # Contents are inputs and outputs to seal; nothing of them reaches a summary or the unmapped names.
     assert set(chat.inputs) == {"gen_ai.input.messages"} and set(chat.outputs) == {"gen_ai.output.messages"}
     assert set(tool.inputs) == {"gen_ai.tool.call.arguments"} and set(tool.outputs) == {"gen_ai.tool.call.result"}
-    assert set(retrieve.inputs) == {"input.value"} and len(retrieve.outputs) == 2
-    assert set(legacy.inputs) == {"gen_ai.prompt.0.content"} and set(legacy.outputs) == {"gen_ai.completion.0.content"}
+    assert set(retrieve.inputs) == {"input.value"}
+    assert retrieve.outputs == {"retrieval.documents": {"0.document.content": SECRET, "1.document.content": "policy"}}
+    assert legacy.inputs == {"gen_ai.prompt": {"0.content": SECRET}}
+    assert legacy.outputs == {"gen_ai.completion": {"0.content": "fine"}}
     assert chat.unmapped == ("http.response.status_code",)
     for step in steps.values():
         assert check_summary(step.summary).safe

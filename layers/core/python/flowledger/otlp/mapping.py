@@ -335,19 +335,30 @@ def _latency(span: Span, attrs: Mapping[str, Any]) -> int | None:
 
 
 def _sorted_out(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
-    """The attributes as sealed inputs, sealed outputs, and the names of those read as nothing."""
+    """The attributes as sealed inputs, sealed outputs, and the names of those read as nothing.
+
+    A content keeps its convention's name; one flattened over many keys (``gen_ai.prompt.0.content``,
+    ``retrieval.documents.3.document.id``) is gathered under its prefix, keyed by the rest, so a step has a
+    few sealed fields however long the conversation.
+    """
     inputs: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     unmapped: list[str] = []
     for key, value in attrs.items():
-        if _under(key, SEALED_INPUTS):
-            inputs[key] = value
-        elif _under(key, SEALED_OUTPUTS):
-            outputs[key] = value
-        elif key not in MAPPED:
-            unmapped.append(key)
+        input_prefix = _prefix(key, SEALED_INPUTS)
+        prefix, side = (input_prefix, inputs) if input_prefix else (_prefix(key, SEALED_OUTPUTS), outputs)
+        if prefix is None:
+            if key not in MAPPED:
+                unmapped.append(key)
+        elif key == prefix:
+            side[prefix] = value
+        else:
+            gathered = side.setdefault(prefix, {})
+            if not isinstance(gathered, dict):  # the flat key came first: keep it beside the flattened ones
+                gathered = side[prefix] = {"": gathered}
+            gathered[key[len(prefix) + 1 :]] = value
     return inputs, outputs, tuple(sorted(unmapped))
 
 
-def _under(key: str, prefixes: tuple[str, ...]) -> bool:
-    return any(key == prefix or key.startswith(prefix + ".") for prefix in prefixes)
+def _prefix(key: str, prefixes: tuple[str, ...]) -> str | None:
+    return next((prefix for prefix in prefixes if key == prefix or key.startswith(prefix + ".")), None)

@@ -606,6 +606,10 @@ class FlowService:
         if self._flow(flow_id).created_by != principal.id:
             raise Forbidden("only the writer that opened a flow may add steps to it")
 
+    def recorded_steps(self, flow_id: str, step_ids: list[str]) -> set[str]:
+        """Which of these steps the flow holds (a consistent read; none asked, none read)."""
+        return set(self._stored_digests(flow_id, step_ids)) if step_ids else set()
+
     def _stored_digests(self, flow_id: str, step_ids: list[str]) -> dict[str, str | None]:
         """Which of these steps the flow holds, each with the digest of the body it was recorded from."""
         found: dict[str, str | None] = {}

@@ -1,0 +1,215 @@
+"""An OTLP export request written as flows: one trace is one flow, each span a step, through the same
+:class:`FlowService` writes as the flows API (the caller's ``reasoning.write`` principal, one audited
+transaction per batch of steps, sealed contents, a retried batch never written twice).
+
+Ids derive from the trace and span ids alone, so a span sent twice (an exporter's retry) is the same step
+with the same content and is skipped, a trace split over many requests lands in one flow, and a span whose
+parent came in an earlier request finds it by the parent's span id.
+
+What is refused is refused span by span and said: a span that cannot be a step, a span of a trace whose
+flow another writer opened or that is closed, a batch the flow service refuses (each of its spans named).
+Nothing is dropped silently. Edges: a span's parent, and its links within the trace (together at most
+:data:`MAX_PARENTS`). A parent that is neither in the request nor already recorded leaves the span attached
+to the flow itself, with the missing parent's span id kept in its facts (``orphan_of``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from flowledger.errors import Conflict, FlowledgerError
+from flowledger.identity import Principal
+from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, span_step
+from flowledger.reasoning.guard import check_summary
+from flowledger.reasoning.models import MAX_PARENTS, MAX_STEP_PAYLOAD_BYTES, FlowStart, PiiFields, StepCreate
+from flowledger.reasoning.service import MAX_STEPS_PER_BATCH, FlowService
+from flowledger.services import Services
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+TRIGGER_TYPE = "otlp"
+MAX_ERROR_MESSAGE_CHARS = 4000  # partial_success.error_message: each refusal named, within reason
+FACTS = "otel"  # the unsealed input holding a step's facts (model, tokens, unmapped attribute names)
+
+
+@dataclass
+class Ingested:
+    """What one request did: steps written and already held, and each span refused with its reason."""
+
+    recorded: int = 0
+    already_recorded: int = 0
+    refused: list[str] = field(default_factory=list)  # "span <id>: <reason>"
+    flow_ids: list[str] = field(default_factory=list)
+
+    @property
+    def error_message(self) -> str:
+        """``partial_success.error_message``: every refused span and why (cut, and said to be, when long)."""
+        text = "; ".join(self.refused)
+        if len(text) <= MAX_ERROR_MESSAGE_CHARS:
+            return text
+        return text[: MAX_ERROR_MESSAGE_CHARS - 40].rsplit("; ", 1)[0] + f"; and {len(self.refused)} refused in all"
+
+
+def flow_id_of(trace_id: str) -> str:
+    """The flow of a trace (hex id): ``fl_`` and a ULID-shaped digest of it, the same for every request."""
+    return "fl_" + _crockford(int.from_bytes(_digest("flow", trace_id)[:16]) >> 2, 26)
+
+
+def step_id_of(trace_id: str, span_id: str) -> str:
+    """A span's step (hex ids): ``st_`` and a ULID-shaped digest of the trace and span ids."""
+    return "st_" + _crockford(int.from_bytes(_digest("step", trace_id + span_id)[:16]) >> 2, 26)
+
+
+def ingest_traces(services: Services, principal: Principal, request: ExportTraceServiceRequest) -> Ingested:
+    """Write the request's spans as steps of their traces' flows; refuse, span by span, what cannot be."""
+    done = Ingested()
+    traces: dict[str, list[tuple[SpanStep, str]]] = defaultdict(list)  # trace: (step, its service)
+    for resource_spans in request.resource_spans:
+        resource = attributes(resource_spans.resource.attributes)
+        service = str(resource.get("service.name") or "unknown_service")
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                try:
+                    step = span_step(span, resource)
+                except SpanRefused as exc:
+                    done.refused.append(f"span {span.span_id.hex() or '(no id)'}: {exc.reason}")
+                    continue
+                traces[step.trace_id].append((step, service))
+    flows = FlowService(services)
+    for trace_id, spans in traces.items():
+        flow_id = flow_id_of(trace_id)
+        try:
+            _open_flow(flows, principal, flow_id, trace_id, spans[0][1])
+        except FlowledgerError as exc:
+            done.refused += [f"span {step.span_id}: {exc.message}" for step, _ in spans]
+            continue
+        done.flow_ids.append(flow_id)
+        _write_steps(flows, principal, flow_id, spans, done)
+    return done
+
+
+def _open_flow(flows: FlowService, principal: Principal, flow_id: str, trace_id: str, service: str) -> None:
+    """The trace's flow, opened by the first request that carries one of its spans."""
+    summary = f"Trace from {service}"
+    body = FlowStart(
+        flow_id=flow_id,
+        trigger_type=TRIGGER_TYPE,
+        trigger_ref=f"otlp/{trace_id}",
+        trigger_summary=summary if check_summary(summary).safe and len(summary) <= 280 else "Trace received over OTLP",
+        trace_id=trace_id,
+    )
+    # An earlier request may have opened it; whether this caller may write to it, the steps' guard decides.
+    with contextlib.suppress(Conflict):
+        flows.start_flow(principal, body)
+
+
+def _write_steps(
+    flows: FlowService, principal: Principal, flow_id: str, spans: list[tuple[SpanStep, str]], done: Ingested
+) -> None:
+    steps = [step for step, _ in spans]
+    here = {step.span_id for step in steps}
+    outside = sorted({edge for step in steps for edge in _edges(step) if edge not in here})
+    held = flows.recorded_steps(flow_id, [step_id_of(steps[0].trace_id, span_id) for span_id in outside])
+    known = here | {span_id for span_id in outside if step_id_of(steps[0].trace_id, span_id) in held}
+    bodies: list[tuple[str, StepCreate]] = []
+    for step in _parents_first(steps):
+        try:
+            bodies.append((step.span_id, _step_body(step, known)))
+        except FlowledgerError as exc:
+            done.refused.append(f"span {step.span_id}: {exc.message}")
+    for start in range(0, len(bodies), MAX_STEPS_PER_BATCH):
+        chunk = bodies[start : start + MAX_STEPS_PER_BATCH]
+        try:
+            result = flows.add_steps(principal, flow_id, [body for _, body in chunk])
+        except FlowledgerError as exc:
+            done.refused += [f"span {span_id}: {exc.message}" for span_id, _ in chunk]
+            continue
+        done.recorded += len(result.recorded)
+        done.already_recorded += len(result.already_recorded)
+
+
+def _edges(step: SpanStep) -> list[str]:
+    """The span ids a step hangs from: its parent, then its links, at most :data:`MAX_PARENTS`."""
+    edges = [step.parent_span_id] if step.parent_span_id else []
+    edges += [link for link in step.linked_span_ids if link not in edges and link != step.span_id]
+    return edges[:MAX_PARENTS]
+
+
+def _parents_first(steps: list[SpanStep]) -> Iterator[SpanStep]:
+    """The request's steps with every parent before its children (a batch's own rule); a cycle, which
+    spans cannot form unless an exporter is broken, is broken at the first step met again."""
+    by_id = {step.span_id: step for step in steps}
+    placed: set[str] = set()
+    visiting: set[str] = set()
+
+    def place(step: SpanStep) -> Iterator[SpanStep]:
+        if step.span_id in placed or step.span_id in visiting:
+            return
+        visiting.add(step.span_id)
+        for edge in _edges(step):
+            if edge in by_id:
+                yield from place(by_id[edge])
+        visiting.discard(step.span_id)
+        placed.add(step.span_id)
+        yield step
+
+    for step in steps:
+        yield from place(step)
+
+
+def _step_body(step: SpanStep, known: set[str]) -> StepCreate:
+    """The step a span is: contents sealed, facts plain, edges to the spans the flow holds or this request brings."""
+    edges = _edges(step)
+    parents = [step_id_of(step.trace_id, edge) for edge in edges if edge in known]
+    facts: dict[str, Any] = {"span_id": step.span_id}
+    for name, value in (
+        ("model", step.model),
+        ("input_tokens", step.input_tokens),
+        ("output_tokens", step.output_tokens),
+        ("orphan_of", next((edge for edge in edges if edge not in known), None)),
+    ):
+        if value is not None:
+            facts[name] = value
+    if step.unmapped:
+        facts["unmapped"] = list(step.unmapped)
+    inputs, outputs = {**step.inputs, FACTS: facts}, dict(step.outputs)
+    body = StepCreate(
+        step_id=step_id_of(step.trace_id, step.span_id),
+        step_kind=step.kind,
+        agent=step.agent,
+        summary_text=step.summary,
+        inputs=inputs,
+        outputs=outputs,
+        pii_fields=PiiFields(inputs=sorted(step.inputs), outputs=sorted(step.outputs)),
+        latency_ms=step.latency_ms,
+        parent_step_ids=parents,
+    )
+    size = len(json.dumps(inputs, default=str)) + len(json.dumps(outputs, default=str))
+    if size > MAX_STEP_PAYLOAD_BYTES:
+        raise PayloadTooLargeSpan(f"its contents are {size} bytes; a step holds {MAX_STEP_PAYLOAD_BYTES} at most")
+    return body
+
+
+class PayloadTooLargeSpan(FlowledgerError):
+    """One span's contents are more than a step holds: that span is refused, its batch-mates are not."""
+
+    code = "payload_too_large"
+
+
+def _digest(purpose: str, value: str) -> bytes:
+    return hashlib.sha256(f"flowledger.otlp.{purpose}\0{value}".encode()).digest()
+
+
+def _crockford(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))

@@ -1,0 +1,145 @@
+"""Spans the OpenTelemetry SDK encodes, written as flows on moto: one trace one flow, a step per span with
+its edges, contents sealed, a replay written once, a bad span refused alone, and the ledger still verifying."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from flowledger.identity import Principal
+from flowledger.ledger.audit import checkpoints_of, verify_ledger
+from flowledger.otlp.ingest import flow_id_of, ingest_traces, step_id_of
+from flowledger.reasoning.service import FlowService
+from flowledger.services import Services
+from tests.unit.test_otlp_ingest_mapping import SECRET, agent_trace
+
+AGENT = Principal(kind="user", id="agent-exporter", scopes=frozenset({"reasoning.write"}))
+OTHER = Principal(kind="user", id="agent-other", scopes=frozenset({"reasoning.write"}))
+
+
+@pytest.fixture
+def request_of_a_trace() -> Iterator[ExportTraceServiceRequest]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent_trace(provider)
+    yield encode_spans(exporter.get_finished_spans())
+    provider.shutdown()
+
+
+def spans_of(request: ExportTraceServiceRequest) -> list[Any]:
+    return [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+
+
+def raw_items(services: Services, table: str) -> str:
+    """Every item of a table as DynamoDB holds it, as one text to search."""
+    items = services.aws.dynamodb.scan(TableName=services.aws.table_name(table))["Items"]
+    return json.dumps(items)
+
+
+def test_a_trace_is_one_flow_of_steps_with_its_edges_and_its_contents_sealed(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    done = ingest_traces(services, AGENT, request_of_a_trace)
+    assert (done.recorded, done.already_recorded, done.refused) == (5, 0, [])
+    spans = spans_of(request_of_a_trace)
+    trace_id = spans[0].trace_id.hex()
+    assert done.flow_ids == [flow_id_of(trace_id)]
+    flow, steps = FlowService(services).flow_with_steps(flow_id_of(trace_id))
+    assert (flow.trigger_type, flow.trace_id, flow.created_by, flow.step_count) == ("otlp", trace_id, AGENT.id, 5)
+    by_id = {step["step_id"]: step for step in steps}
+    for span in spans:
+        step = by_id[step_id_of(trace_id, span.span_id.hex())]
+        parent = [step_id_of(trace_id, span.parent_span_id.hex())] if span.parent_span_id else []
+        assert step["parent_step_ids"] == parent
+    kinds = sorted(step["step_kind"] for step in steps)
+    assert kinds == ["agent_invocation", "model_call", "retrieval", "task", "tool_call"]
+    chat = next(step for step in steps if step["step_kind"] == "model_call")
+    assert chat["summary_text"] == "Model call to gpt-4o-mini, 812 \u2192 64 tokens"
+    assert chat["inputs"]["otel"]["model"] == "gpt-4o-mini" and chat["inputs"]["otel"]["input_tokens"] == 812
+    assert "__sealed__" in chat["inputs"]["gen_ai.input.messages"]
+    # No content is stored or audited in the clear: not in any step, not in the ledger.
+    for table in ("steps", "flows", "ledger"):
+        text = raw_items(services, table)
+        assert "Jane Roe" not in text and "4417" not in text and "atorvastatin" not in text, table
+    assert SECRET not in raw_items(services, "steps")
+    assert verify_ledger(services.ledger, checkpoints_of(services)).ok
+
+
+def test_a_replayed_request_writes_nothing_new(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    ingest_traces(services, AGENT, request_of_a_trace)
+    events = raw_items(services, "ledger").count("reasoning.step.created")
+    again = ingest_traces(services, AGENT, request_of_a_trace)
+    assert (again.recorded, again.already_recorded, again.refused) == (0, 5, [])
+    assert raw_items(services, "ledger").count("reasoning.step.created") == events
+
+
+def test_a_trace_over_two_requests_is_one_flow_and_a_child_finds_its_recorded_parent(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    spans = spans_of(request_of_a_trace)
+    root = next(span for span in spans if not span.parent_span_id)
+    first, second = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+    first.CopyFrom(request_of_a_trace)
+    second.CopyFrom(request_of_a_trace)
+    keep_only(first, {root.span_id})
+    keep_only(second, {span.span_id for span in spans} - {root.span_id})
+    assert ingest_traces(services, AGENT, first).recorded == 1
+    later = ingest_traces(services, AGENT, second)
+    assert (later.recorded, later.refused, later.flow_ids) == (4, [], [flow_id_of(root.trace_id.hex())])
+    _, steps = FlowService(services).flow_with_steps(flow_id_of(root.trace_id.hex()))
+    root_step = step_id_of(root.trace_id.hex(), root.span_id.hex())
+    assert sorted(len(step["parent_step_ids"]) for step in steps) == [0, 1, 1, 1, 1]
+    assert all(step["parent_step_ids"] in ([], [root_step]) for step in steps)
+
+
+def test_a_child_whose_parent_never_came_hangs_from_the_flow_and_names_it(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    spans = spans_of(request_of_a_trace)
+    root = next(span for span in spans if not span.parent_span_id)
+    keep_only(request_of_a_trace, {span.span_id for span in spans} - {root.span_id})
+    done = ingest_traces(services, AGENT, request_of_a_trace)
+    assert (done.recorded, done.refused) == (4, [])
+    _, steps = FlowService(services).flow_with_steps(flow_id_of(root.trace_id.hex()))
+    assert all(step["parent_step_ids"] == [] for step in steps)
+    assert {step["inputs"]["otel"]["orphan_of"] for step in steps} == {root.span_id.hex()}
+
+
+def test_a_bad_span_is_refused_alone_and_named(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    bad = spans_of(request_of_a_trace)[0]
+    bad.trace_id = b"\x00" * 16
+    done = ingest_traces(services, AGENT, request_of_a_trace)
+    assert done.recorded == 4
+    assert done.refused == [f"span {bad.span_id.hex()}: its trace_id is all zeros"]
+    assert done.error_message == done.refused[0]
+
+
+def test_another_writers_spans_of_the_same_trace_are_refused_each_with_why(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    ingest_traces(services, AGENT, request_of_a_trace)
+    taken = ingest_traces(services, OTHER, request_of_a_trace)
+    assert taken.recorded == 0 and len(taken.refused) == 5
+    assert all("only the writer that opened a flow" in reason for reason in taken.refused)
+
+
+def keep_only(request: ExportTraceServiceRequest, span_ids: set[bytes]) -> None:
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            kept = [span for span in ss.spans if span.span_id in span_ids]
+            del ss.spans[:]
+            ss.spans.extend(kept)
