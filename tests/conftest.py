@@ -58,8 +58,19 @@ SHARED_FIXTURE_MODULES = (
 
 # The order workers take the modules in, longest first, so that no long module starts last and leaves two
 # workers idle while it runs on (xdist's own order is by number of tests, which put the real-model modules,
-# a few tests of a minute or more each, at the end of the run). Within a layer, modules with more tests first.
-LAYER_ORDER = ("tests/realmodel/", "tests/e2e/", "tests/browser/", "tests/infra/", "tests/integration/", "tests/unit/")
+# a few tests of a minute or more each, at the end of the run). Within a layer, modules with more tests first,
+# but for the two real-model modules of a few tests of minutes each (the model cards, about 4.5 minutes of one
+# worker; the llama-cpp-python turns, 2): ranked by their count they started late and ended the run alone.
+LAYER_ORDER = (
+    "tests/realmodel/test_model_cards.py",
+    "tests/realmodel/test_chat_llama_cpp_server.py",
+    "tests/realmodel/",
+    "tests/e2e/",
+    "tests/browser/",
+    "tests/infra/",
+    "tests/integration/",
+    "tests/unit/",
+)
 
 
 def _layer_rank(nodeid: str) -> int:
