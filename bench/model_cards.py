@@ -9,9 +9,6 @@ template token or a loop in it (the output checks' whole point); what a model ca
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,18 +20,7 @@ sys.path.insert(0, str(ROOT))  # the real-model tests' servers: one harness for 
 from _pytest.outcomes import OutcomeException  # noqa: E402
 
 from tests.realmodel.servers import ModelServer, start_llama_server  # noqa: E402
-from tests.realmodel.test_model_cards import CARD_SETTINGS  # noqa: E402
-
-
-def card(base_url: str | None, model: str | None) -> dict[str, Any]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("FLOWLEDGER_", "OPENAI_"))}
-    command = [sys.executable, "-m", "flowledger.cli", "model", "eval", "--json"]
-    if base_url and model:
-        command += ["--base-url", base_url, "--model", model]
-    done = subprocess.run(command, capture_output=True, text=True, env=environment | CARD_SETTINGS, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip()[-500:])
-    return dict(json.loads(done.stdout))
+from tests.realmodel.test_model_cards import run_card  # noqa: E402
 
 
 def show(made: dict[str, Any]) -> None:
@@ -49,14 +35,14 @@ def show(made: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    cards = [card(None, None)]
+    cards = [run_card()]
     show(cards[-1])
     with tempfile.TemporaryDirectory() as logs:
         for gemma in (False, True):
             server: ModelServer | None = None
             try:
                 server = start_llama_server(Path(logs), gemma=gemma)
-                cards.append(card(server.base_url, server.model))
+                cards.append(run_card(server.base_url, server.model))
                 show(cards[-1])
             except OutcomeException as exc:  # no llama-server or model here: said, not a crash
                 print(f"  skipped: {exc}")

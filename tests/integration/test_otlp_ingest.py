@@ -143,3 +143,13 @@ def keep_only(request: ExportTraceServiceRequest, span_ids: set[bytes]) -> None:
             kept = [span for span in ss.spans if span.span_id in span_ids]
             del ss.spans[:]
             ss.spans.extend(kept)
+
+
+def test_a_span_past_a_steps_size_is_refused_alone(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    big = next(span for span in spans_of(request_of_a_trace) if span.name == "retrieve")
+    big.attributes.add(key="output.value").value.string_value = "x" * 70_000
+    done = ingest_traces(services, AGENT, request_of_a_trace)
+    assert done.recorded == 4
+    assert len(done.refused) == 1 and done.refused[0].startswith(f"span {big.span_id.hex()}: its contents are")

@@ -56,12 +56,15 @@ EXAMPLES: tuple[tuple[str, Intent], ...] = (
 )
 
 
-def _examples() -> list[Message]:
+def _example_messages() -> tuple[Message, ...]:
     shown: list[Message] = []
     for query, intent in EXAMPLES:
         shown.append(Message("user", json.dumps({"query": query, "last_intent": None, "last_user_query": None})))
         shown.append(Message("assistant", json.dumps({"intent": intent.value})))
-    return shown
+    return tuple(shown)
+
+
+EXAMPLE_MESSAGES = _example_messages()  # the same for every turn: made once
 
 
 class RoutingUnavailable(FlowledgerError):
@@ -107,7 +110,7 @@ class IntentRouter:
             "last_intent": last_intent.value if last_intent else None,
             "last_user_query": last_user_query,
         }
-        messages = [Message("system", INSTRUCTIONS), *_examples(), Message("user", json.dumps(payload))]
+        messages = [Message("system", INSTRUCTIONS), *EXAMPLE_MESSAGES, Message("user", json.dumps(payload))]
 
         tokens = 0
         attempts = 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,15 +24,15 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from flowledger.errors import Conflict, FlowledgerError
+from flowledger.errors import Conflict, FlowledgerError, PayloadTooLarge
 from flowledger.identity import Principal
+from flowledger.ids import crockford
 from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, span_step
 from flowledger.reasoning.guard import check_summary
 from flowledger.reasoning.models import MAX_PARENTS, MAX_STEP_PAYLOAD_BYTES, FlowStart, PiiFields, StepCreate
-from flowledger.reasoning.service import MAX_STEPS_PER_BATCH, FlowService
+from flowledger.reasoning.service import MAX_STEPS_PER_BATCH, FlowService, payload_bytes
 from flowledger.services import Services
 
-_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 TRIGGER_TYPE = "otlp"
 MAX_ERROR_MESSAGE_CHARS = 4000  # partial_success.error_message: each refusal named, within reason
 FACTS = "otel"  # the unsealed input holding a step's facts (model, tokens, unmapped attribute names)
@@ -59,12 +58,12 @@ class Ingested:
 
 def flow_id_of(trace_id: str) -> str:
     """The flow of a trace (hex id): ``fl_`` and a ULID-shaped digest of it, the same for every request."""
-    return "fl_" + _crockford(int.from_bytes(_digest("flow", trace_id)[:16]) >> 2, 26)
+    return "fl_" + crockford(int.from_bytes(_digest("flow", trace_id)[:16]) >> 2)
 
 
 def step_id_of(trace_id: str, span_id: str) -> str:
     """A span's step (hex ids): ``st_`` and a ULID-shaped digest of the trace and span ids."""
-    return "st_" + _crockford(int.from_bytes(_digest("step", trace_id + span_id)[:16]) >> 2, 26)
+    return "st_" + crockford(int.from_bytes(_digest("step", trace_id + span_id)[:16]) >> 2)
 
 
 def ingest_traces(services: Services, principal: Principal, request: ExportTraceServiceRequest) -> Ingested:
@@ -191,25 +190,11 @@ def _step_body(step: SpanStep, known: set[str]) -> StepCreate:
         latency_ms=step.latency_ms,
         parent_step_ids=parents,
     )
-    size = len(json.dumps(inputs, default=str)) + len(json.dumps(outputs, default=str))
+    size = payload_bytes(body)  # as the flow service measures it, so the span is refused alone, not its batch
     if size > MAX_STEP_PAYLOAD_BYTES:
-        raise PayloadTooLargeSpan(f"its contents are {size} bytes; a step holds {MAX_STEP_PAYLOAD_BYTES} at most")
+        raise PayloadTooLarge(f"its contents are {size} bytes; a step holds {MAX_STEP_PAYLOAD_BYTES} at most")
     return body
-
-
-class PayloadTooLargeSpan(FlowledgerError):
-    """One span's contents are more than a step holds: that span is refused, its batch-mates are not."""
-
-    code = "payload_too_large"
 
 
 def _digest(purpose: str, value: str) -> bytes:
     return hashlib.sha256(f"flowledger.otlp.{purpose}\0{value}".encode()).digest()
-
-
-def _crockford(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))

@@ -142,8 +142,7 @@ class FlowService:
 
     def add_step(self, principal: Principal, flow_id: str, body: StepCreate) -> StepView:
         """Record one step (``reasoning.step.created``) in one transaction of three items."""
-        payload_bytes = _payload_bytes(body)
-        if payload_bytes > MAX_STEP_PAYLOAD_BYTES:
+        if payload_bytes(body) > MAX_STEP_PAYLOAD_BYTES:
             raise PayloadTooLarge(f"step inputs and outputs exceed {MAX_STEP_PAYLOAD_BYTES // 1024} KB")
         step_id = body.step_id or new_id("st_")
         if step_id in body.parent_step_ids:
@@ -704,7 +703,7 @@ def _step_record(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _payload_bytes(body: StepCreate) -> int:
+def payload_bytes(body: StepCreate) -> int:
     return len(json.dumps({"inputs": body.inputs, "outputs": body.outputs}).encode())
 
 
@@ -721,7 +720,7 @@ def _check_batch(steps: list[tuple[str, StepCreate]]) -> list[str]:
     outside: dict[str, None] = {}
     total = 0
     for position, (step_id, body) in enumerate(steps):
-        payload = _payload_bytes(body)
+        payload = payload_bytes(body)
         if payload > MAX_STEP_PAYLOAD_BYTES:
             raise PayloadTooLarge(
                 f"step {position} ({step_id}): inputs and outputs exceed {MAX_STEP_PAYLOAD_BYTES // 1024} KB"

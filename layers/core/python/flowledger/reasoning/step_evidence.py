@@ -121,7 +121,7 @@ def model_call_outputs(reply: Any) -> dict[str, Any]:
 
 
 def payload_bytes(inputs: dict[str, Any], outputs: dict[str, Any]) -> int:
-    """The size the API measures a step's inputs and outputs by (compact JSON, as ``service._payload_bytes``)."""
+    """The size the API measures a step's inputs and outputs by (compact JSON, as ``service.payload_bytes``)."""
     return len(json.dumps({"inputs": inputs, "outputs": outputs}, default=str).encode())
 
 
