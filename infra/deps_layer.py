@@ -36,8 +36,9 @@ RUNTIME_LOCK = Path("requirements") / "runtime.lock"
 LAYER_ROOTS: dict[str, tuple[str, ...]] = {
     "base": ("aws-lambda-powertools", "aws-xray-sdk", "boto3", "pydantic", "pydantic-settings", "pyjwt", "rfc8785"),
     # pathway embeddings and matching (the reasoning routes and the jobs); httpx for Voyage's API (openai
-    # itself speaks through its own fork, httpx2)
-    "pathways": ("openai", "numpy", "httpx"),
+    # itself speaks through its own fork, httpx2); the OTLP receiver's messages (a reasoning route), here
+    # rather than in a layer of their own: the stack's resources are counted (CloudFormation takes 500)
+    "pathways": ("openai", "numpy", "httpx", "opentelemetry-proto"),
     # document conversion (PDF, XLSX, Parquet through DuckDB) and knowledge embeddings
     "documents": ("openai", "duckdb", "openpyxl", "pypdf"),
     # the chat app: its server, the model, grounding on documents and pathways, the diagnosis agent

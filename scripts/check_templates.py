@@ -6,7 +6,8 @@ tests/infra/deploy_matrix.py, lint each template with cfn-lint and scan each wit
 The templates land in .build/templates/<entry>-<region>.template.json. checkov runs from its own venv
 (.venv-iac, ``make template-check`` builds it) with the checked-in .checkov.yaml. Prints a line per template
 as it is done, then a table and the findings; exits 1 on a failed synth, a failed synth validation
-(cdk-nag), a cfn-lint error or a failed checkov check. cfn-lint warnings are listed but pass.
+(cdk-nag), a cfn-lint error, a failed checkov check or a template past MAX_STACK_RESOURCES (450 of
+CloudFormation's 500). cfn-lint warnings are listed but pass.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from tests.infra.deploy_matrix import TARGETS, Target, lint, synthesize  # noqa: E402
+from tests.infra.deploy_matrix import MAX_STACK_RESOURCES, TARGETS, Target, lint, synthesize  # noqa: E402
 
 SUFFIX = ".template.json"
 
@@ -51,7 +52,13 @@ class Checked:
 
     @property
     def failed(self) -> bool:
-        return bool(self.synth_error or self.validation_failures or self.lint_errors or self.checkov["failed"])
+        return bool(
+            self.synth_error
+            or self.validation_failures
+            or self.lint_errors
+            or self.checkov["failed"]
+            or self.resources > MAX_STACK_RESOURCES
+        )
 
 
 def synthesize_and_lint(target: Target, out: Path) -> Checked:
@@ -160,6 +167,12 @@ def findings(rows: list[Checked], checks: list[dict[str, Any]]) -> str:
             ("synth", (row.synth_error,) if row.synth_error else ()),
             ("validation", row.validation_failures),
             ("cfn-lint errors", row.lint_errors),
+            (
+                "resources",
+                (f"{row.resources} resources, past {MAX_STACK_RESOURCES}",)
+                if row.resources > MAX_STACK_RESOURCES
+                else (),
+            ),
         ):
             if lines:
                 out += [f"== {row.name}: {title}", *(f"  {line}" for line in lines)]

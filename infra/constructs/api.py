@@ -19,7 +19,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct, Node
 
 from flowledger.api.access import CORS_ALLOWED_HEADERS, Access
-from flowledger.api.registry import RouteSpec
+from flowledger.api.registry import RouteSpec, rest_routes
+from flowledger.api.routes import binary_media_types
 from infra.constructs.context import json_context
 from infra.constructs.functions import LOG_RETENTION, FunctionDefaults, python_function
 from infra.constructs.nag import checkov_skip
@@ -124,6 +125,8 @@ class Api(Construct):
             "RestApi",
             rest_api_name=f"{prefix}-api",
             endpoint_types=[apigw.EndpointType.REGIONAL],
+            # bodies a route decodes itself (OTLP protobuf) reach the function as bytes, base64-encoded
+            binary_media_types=binary_media_types(rest_routes()),
             cloud_watch_role=True,
             # Preflights are answered by API Gateway itself, without credentials; the functions add
             # Access-Control-Allow-Origin to their own responses for the same origins.
@@ -204,12 +207,18 @@ class Api(Construct):
         ``stream`` sends the response through as the function writes it (response streaming), with
         the longer integration timeout streaming allows.
         """
+        # One invoke permission per function, for this API's deployed stages (not two per method, one of them
+        # for the console's test-invoke): CloudFormation takes 500 resources a stack, and the routes are many.
+        permission = {"scope_permission_to_method": False, "allow_test_invoke": False}
         integration = (
             apigw.LambdaIntegration(
-                function, response_transfer_mode=apigw.ResponseTransferMode.STREAM, timeout=Duration.minutes(5)
+                function,
+                response_transfer_mode=apigw.ResponseTransferMode.STREAM,
+                timeout=Duration.minutes(5),
+                **permission,
             )
             if stream
-            else apigw.LambdaIntegration(function)
+            else apigw.LambdaIntegration(function, **permission)
         )
         for route in routes:
             resource = self.rest_api.root.resource_for_path(route.path)

@@ -12,7 +12,7 @@ from infra.deps_layer import FUNCTION_LAYERS, LAYER_ROOTS
 
 _DESCRIPTIONS = {
     "base": "Dependencies every function imports: powertools, pydantic, boto3, PyJWT",
-    "pathways": "Embeddings and pathway matching: openai, numpy",
+    "pathways": "Embeddings and pathway matching (openai, numpy); the OTLP receiver's messages (protobuf)",
     "documents": "Document conversion: DuckDB, openpyxl, pypdf, and openai for knowledge embeddings",
     "chat": "The chat app: uvicorn, starlette, openai, numpy, DuckDB, sqlglot, PyMySQL",
 }

@@ -34,6 +34,8 @@ from constructs import Construct, Node
 
 from flowledger.ledger.audit import CHECKPOINT_REFUSED_METRIC, CHECKPOINT_UNWITNESSED_METRIC
 from flowledger.metrics import NAMESPACE
+from flowledger.otlp import METRIC_SERVICE as OTLP_METRIC_SERVICE
+from flowledger.otlp import REFUSED_METRIC as OTLP_REFUSED_METRIC
 from flowledger.research.loop import LOOP_HEALTH_CRITICAL_METRIC
 from infra.constructs.stage import StagePolicy
 
@@ -98,6 +100,22 @@ class Operations(Construct):
             periods=3,
         )
         rows.append([_graph("API 5XXError", [server_errors]), _graph("API p99 latency (ms)", [latency])])
+
+        # An OTLP exporter logs a partial success and moves on: the operator must hear of refused spans here.
+        refused_spans = cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=OTLP_REFUSED_METRIC,
+            dimensions_map={"service": OTLP_METRIC_SERVICE},
+            period=PERIOD,
+            statistic="Sum",
+        )
+        self._alarm(
+            "Otlp-RefusedSpans",
+            refused_spans,
+            "The OTLP receiver refused spans (each refusal is named in the answer's partial_success and in the "
+            "request's receipt, reasoning.otlp.received).",
+        )
+        rows.append([_graph("OTLP spans refused", [refused_spans], width=24)])
 
         throttled = []
         for index, (name, table) in enumerate(watched.tables.items()):

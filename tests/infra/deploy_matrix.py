@@ -338,6 +338,10 @@ WHOLE_TARGETS = tuple(t for t in TARGETS if t.entry in ("base", "all-together"))
 SETTING_TARGETS = tuple(t for t in TARGETS if t not in WHOLE_TARGETS)
 
 
+# CloudFormation takes 500 resources a stack; past this the next capability's routes and alarms would not fit.
+MAX_STACK_RESOURCES = 450
+
+
 @dataclass(frozen=True)
 class Synthesis:
     """A target's template, what cdk-nag (and any other validation plugin) reported, and how long it took."""

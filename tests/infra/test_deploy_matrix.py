@@ -19,6 +19,7 @@ from tests.infra.deploy_matrix import (
     ACCOUNT,
     GLOBAL_REGION,
     HOME_REGION,
+    MAX_STACK_RESOURCES,
     PARTITION_REGIONS,
     STACK,
     WHOLE_TARGETS,
@@ -53,6 +54,11 @@ class TestBaseAndAllTogether:
     def test_cfn_lint_finds_no_errors(self, target: Target) -> None:
         errors = target.unexpected(linted(target).errors)
         assert not errors, f"{target}: cfn-lint errors:\n" + "\n".join(errors)
+
+    @pytest.mark.parametrize("target", WHOLE_TARGETS, ids=str)
+    def test_the_stack_keeps_room_under_cloudformations_resource_limit(self, target: Target) -> None:
+        # every setting on ("all-together") is the largest template of the matrix
+        assert synthesized(target).resource_count <= MAX_STACK_RESOURCES
 
     @pytest.mark.parametrize("entry", ["base", "all-together"])
     def test_global_names_differ_between_regions_of_one_account(self, entry: str) -> None:

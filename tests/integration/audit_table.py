@@ -44,6 +44,7 @@ from flowledger.ledger.store import from_item
 from flowledger.local import moto_kms_ed25519, moto_state, moto_transactions
 from flowledger.local.devserver import EMBEDDED_CREDENTIALS
 from flowledger.local.functions import LocalLambdaContext
+from flowledger.otlp.ingest import flow_id_of
 from flowledger.pathways.matcher import _CACHE
 from flowledger.pathways.snapshot import _POINTERS
 from flowledger.pathways.store import PathwayStore, pathway_id_for
@@ -756,6 +757,49 @@ STEP_BATCH = Route(
     status=201,
     other=403,
 )
+# OTLP/JSON as an exporter sends it: one trace of an agent span and its model call.
+OTLP_TRACE_ID = "5b8efff798038103d269b633813fc60c"
+OTLP_SPANS = {
+    "resourceSpans": [
+        {
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "audited-agent"}}]},
+            "scopeSpans": [
+                {
+                    "spans": [
+                        {
+                            "traceId": OTLP_TRACE_ID,
+                            "spanId": "eee19b7ec3c1b174",
+                            "name": "invoke_agent triage",
+                            "startTimeUnixNano": "1700000000000000000",
+                            "endTimeUnixNano": "1700000001000000000",
+                            "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}],
+                        },
+                        {
+                            "traceId": OTLP_TRACE_ID,
+                            "spanId": "eee19b7ec3c1b175",
+                            "parentSpanId": "eee19b7ec3c1b174",
+                            "name": "chat m",
+                            "startTimeUnixNano": "1700000000100000000",
+                            "endTimeUnixNano": "1700000000900000000",
+                            "attributes": [
+                                {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                                {"key": "gen_ai.input.messages", "value": {"stringValue": f"{MARKER} question"}},
+                            ],
+                        },
+                    ]
+                }
+            ],
+        }
+    ]
+}
+OTLP = Route(
+    "POST",
+    "/api/otlp/v1/traces",
+    WRITER,
+    body=OTLP_SPANS,
+    found=lambda env, values: {"flow_id": flow_id_of(OTLP_TRACE_ID)},
+    note="OTLP/JSON",
+)
 CLOSE = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, COMPLETED, note="qualifies", other=403)
 ABORT = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, ABORTED, note="aborted")
 NARRATIVE = Route("GET", "/api/reasoning/flows/{flow_id}", PATIENT, readable_flow, other=403)
@@ -919,6 +963,9 @@ ROWS: list[Row] = [
     Row(START, "reasoning.flow.started", FLOW, W),
     Row(STEP_ROUTE, "reasoning.step.created", FLOW, W),
     Row(STEP_BATCH, "reasoning.step.created", FLOW, W, count=2),
+    Row(OTLP, "reasoning.flow.started", FLOW, W),
+    Row(OTLP, "reasoning.step.created", FLOW, W, count=2),
+    Row(OTLP, "reasoning.otlp.received", FLOW, W),
     Row(CLOSE, "reasoning.flow.completed", FLOW, W),
     Row(CLOSE, "reasoning.pathway.extracted", PATHWAY_ID, W),
     Row(ABORT, "reasoning.flow.aborted", FLOW, W),

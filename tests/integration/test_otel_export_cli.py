@@ -319,13 +319,3 @@ def _base64_ids(value: Any) -> Any:
             for key, item in value.items()
         }
     return value
-
-
-def test_without_the_otel_extra_the_command_says_what_to_install(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.delitem(sys.modules, "flowledger.reasoning.otel", raising=False)
-    monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.trace.v1.trace_service_pb2", None)
-    assert export("--input", DAG, "--out", "-") == 2
-    out, err = capsys.readouterr()
-    assert out == "" and err.startswith("flowledger: error: install flowledger[otel]") and err.count("\n") == 1

@@ -18,7 +18,7 @@ from flowledger.api.access import SIGNED, Access, access_for, any_token, needs_s
 from flowledger.api.openapi_rules import state_rules
 from flowledger.api.openapi_sse import sse_media_type
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers
-from flowledger.api.routes import schema_resolver
+from flowledger.api.routes import RAW_BODY_EXTENSION, schema_resolver
 from flowledger.chat.models import (
     MAX_QUERY_CHARS,
     MAX_SESSIONS_PAGE,
@@ -112,6 +112,12 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
         operation.setdefault("security", any_token())
     else:
         operation["security"] = []
+    raw = operation.get(RAW_BODY_EXTENSION)
+    if raw:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {kind: {"schema": {"type": "string", "format": "binary"}} for kind in raw},
+        }
     statuses = {429, 500, 502, 503, 504}
     # 409 on every authenticated operation: a stored item it reads may no longer decode (undecodable_item).
     if access is Access.JWT:
@@ -121,7 +127,7 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
     if operation.get("parameters"):
         statuses.add(422)
     if "requestBody" in operation:
-        statuses |= {400, 413, 415, 422}
+        statuses |= {400, 413, 415} if raw else {400, 413, 415, 422}
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)
     for status in sorted(statuses):

@@ -24,6 +24,7 @@ CAPABILITY_MODULES: dict[str, tuple[str, ...]] = {
         "flowledger.api.reasoning_steps",
         "flowledger.api.pathways",
         "flowledger.api.pathway_list",
+        "flowledger.api.otlp",
     ),
     "research": ("flowledger.api.research",),
     "documents": ("flowledger.api.workspaces", "flowledger.api.documents"),

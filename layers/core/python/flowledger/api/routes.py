@@ -19,6 +19,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from flowledger.api.access import BEARER_SCHEME, Access, access_for, security_schemes
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
+# An operation with this extension takes its body as bytes of the media types it lists (OTLP's protobuf, say):
+# the handler decodes it itself, so screening skips the JSON checks, and API Gateway passes the binary ones
+# through base64-encoded (the API's binary media types are read from here).
+RAW_BODY_EXTENSION = "x-flowledger-raw-body"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class RouteSpec:
     access: Access
     scope: str | None = None  # the bearer scope a client route needs; None: any valid token
     function: str = ""  # the capability (Lambda function) that serves it
+    raw_body: tuple[str, ...] = ()  # media types of a body the route decodes itself (RAW_BODY_EXTENSION)
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -82,9 +87,15 @@ def routes_of(paths: dict[str, Any], function: str = "") -> list[RouteSpec]:
                     access=access_for(path),
                     scope=scopes[0] if scopes else None,
                     function=function,
+                    raw_body=tuple(operation.get(RAW_BODY_EXTENSION) or ()),
                 )
             )
     return routes
+
+
+def binary_media_types(routes: Iterable[RouteSpec]) -> list[str]:
+    """The media types API Gateway must pass through as bytes: every raw body type that is not JSON text."""
+    return sorted({kind for route in routes for kind in route.raw_body if kind != "application/json"})
 
 
 def match_route(routes: Iterable[RouteSpec], method: str, path: str) -> tuple[RouteSpec | None, list[str]]:

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flowledger.api.access import CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, Access
 from flowledger.api.errors import error_body, error_headers, status_for
-from flowledger.api.routes import RouteSpec, match_route
+from flowledger.api.routes import RouteSpec, binary_media_types, match_route
 from flowledger.api.tokens import TokenVerifier, authorizer_context, bearer_token
 from flowledger.errors import FlowledgerError, Forbidden, MethodNotAllowed, NotFound, PayloadTooLarge
 from flowledger.local.console import is_console_path
@@ -248,11 +248,7 @@ def proxy_event(request: _Request, route: RouteSpec, context: dict[str, Any], bo
         multi_query.setdefault(key, []).append(value)
     match = route.pattern.match(request.path)
     parameters = match.groupdict() if match else {}
-    try:
-        text, encoded = body.decode("utf-8"), False
-    except UnicodeDecodeError:
-        # API Gateway passes a body it cannot treat as text base64-encoded; the function screens it.
-        text, encoded = base64.b64encode(body).decode("ascii"), True
+    text, encoded = _as_text(body, request.headers.get("content-type", ""), route)
     return {
         "resource": route.path,
         "path": request.path,
@@ -267,6 +263,18 @@ def proxy_event(request: _Request, route: RouteSpec, context: dict[str, Any], bo
         "body": text if body else None,
         "isBase64Encoded": encoded,
     }
+
+
+def _as_text(body: bytes, content_type: str, route: RouteSpec) -> tuple[str, bool]:
+    """The body as the event carries it. API Gateway passes a body of the API's binary media types, or one it
+    cannot treat as text, base64-encoded (``isBase64Encoded``); the function decodes it."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind not in binary_media_types([route]):
+        try:
+            return body.decode("utf-8"), False
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(body).decode("ascii"), True
 
 
 def _with_request_context_header(scope: Scope, context: dict[str, Any]) -> Scope:

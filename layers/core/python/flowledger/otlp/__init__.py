@@ -1,1 +1,9 @@
-"""OpenTelemetry traces in: OTLP/HTTP bodies decoded (``decode``) and their spans read as flow steps (``mapping``)."""
+"""OpenTelemetry traces in: OTLP/HTTP bodies decoded (``decode``), their spans read as flow steps (``mapping``),
+written as flows (``ingest``) and answered (``receiver``).
+
+The metric names live here, free of protobuf, so the CDK app can alarm on them without importing the receiver.
+"""
+
+REFUSED_METRIC = "otlp.spans.refused"  # spans a request was answered partial_success for: alarmed when any
+RECORDED_METRIC = "otlp.spans.recorded"
+METRIC_SERVICE = "reasoning"  # the dimension the receiver's metrics carry: the function that serves it

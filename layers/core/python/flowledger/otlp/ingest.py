@@ -23,10 +23,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from pydantic import ValidationError
 
-from flowledger.errors import Conflict, FlowledgerError, PayloadTooLarge
+from flowledger.errors import (
+    BacklogContention,
+    Conflict,
+    FlowledgerError,
+    InvalidInput,
+    LedgerContention,
+    PayloadTooLarge,
+    RateLimited,
+    UpstreamUnavailable,
+)
 from flowledger.identity import Principal
 from flowledger.ids import crockford
+from flowledger.ledger.events import AuditEntry
 from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, span_step
 from flowledger.reasoning.guard import check_summary
 from flowledger.reasoning.models import MAX_PARENTS, MAX_STEP_PAYLOAD_BYTES, FlowStart, PiiFields, StepCreate
@@ -35,17 +46,49 @@ from flowledger.services import Services
 
 TRIGGER_TYPE = "otlp"
 MAX_ERROR_MESSAGE_CHARS = 4000  # partial_success.error_message: each refusal named, within reason
-FACTS = "otel"  # the unsealed input holding a step's facts (model, tokens, unmapped attribute names)
+FACTS = "otel"
+# What a retry of the whole request can fix: these end the request (429/503 with Retry-After), and the retry
+# writes nothing twice. Every other refusal is the span's own and is said in partial_success.
+RETRIABLE = (LedgerContention, BacklogContention, UpstreamUnavailable, RateLimited)
+# The resource or span attribute naming the patient a trace is about (documented in docs/otlp.md).
+PATIENT_ATTRIBUTE = (
+    "flowledger.patient_id"  # the unsealed input holding a step's facts (model, tokens, unmapped attribute names)
+)
+
+
+@dataclass
+class FlowTally:
+    """What one request did to one flow."""
+
+    recorded: int = 0
+    already_recorded: int = 0
+    refused: int = 0
 
 
 @dataclass
 class Ingested:
     """What one request did: steps written and already held, and each span refused with its reason."""
 
-    recorded: int = 0
-    already_recorded: int = 0
+    spans: int = 0
     refused: list[str] = field(default_factory=list)  # "span <id>: <reason>"
-    flow_ids: list[str] = field(default_factory=list)
+    flows: dict[str, FlowTally] = field(default_factory=dict)  # flow id: its tally, in the order met
+
+    @property
+    def recorded(self) -> int:
+        return sum(tally.recorded for tally in self.flows.values())
+
+    @property
+    def already_recorded(self) -> int:
+        return sum(tally.already_recorded for tally in self.flows.values())
+
+    @property
+    def flow_ids(self) -> list[str]:
+        return list(self.flows)
+
+    def refuse(self, span_id: str, reason: str, tally: FlowTally | None = None) -> None:
+        self.refused.append(f"span {span_id}: {reason}")
+        if tally is not None:
+            tally.refused += 1
 
     @property
     def error_message(self) -> str:
@@ -69,50 +112,111 @@ def step_id_of(trace_id: str, span_id: str) -> str:
 def ingest_traces(services: Services, principal: Principal, request: ExportTraceServiceRequest) -> Ingested:
     """Write the request's spans as steps of their traces' flows; refuse, span by span, what cannot be."""
     done = Ingested()
-    traces: dict[str, list[tuple[SpanStep, str]]] = defaultdict(list)  # trace: (step, its service)
+    traces: dict[str, list[tuple[SpanStep, Origin]]] = defaultdict(list)  # trace: (step, where it came from)
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         service = str(resource.get("service.name") or "unknown_service")
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                done.spans += 1
                 try:
                     step = span_step(span, resource)
                 except SpanRefused as exc:
-                    done.refused.append(f"span {span.span_id.hex() or '(no id)'}: {exc.reason}")
+                    # counted in its trace's receipt when it names one
+                    tally = (
+                        done.flows.setdefault(flow_id_of(span.trace_id.hex()), FlowTally())
+                        if len(span.trace_id) == 16 and any(span.trace_id)
+                        else None
+                    )
+                    done.refuse(span.span_id.hex() or "(no id)", exc.reason, tally)
                     continue
-                traces[step.trace_id].append((step, service))
+                patient = attributes(span.attributes).get(PATIENT_ATTRIBUTE, resource.get(PATIENT_ATTRIBUTE))
+                traces[step.trace_id].append((step, Origin(service, None if patient is None else str(patient))))
     flows = FlowService(services)
     for trace_id, spans in traces.items():
         flow_id = flow_id_of(trace_id)
+        tally = done.flows.setdefault(flow_id, FlowTally())
         try:
-            _open_flow(flows, principal, flow_id, trace_id, spans[0][1])
+            _open_flow(flows, principal, flow_id, trace_id, _origin_of(spans))
+        except RETRIABLE:
+            raise
         except FlowledgerError as exc:
-            done.refused += [f"span {step.span_id}: {exc.message}" for step, _ in spans]
+            for step, _ in spans:
+                done.refuse(step.span_id, exc.message, tally)
             continue
-        done.flow_ids.append(flow_id)
-        _write_steps(flows, principal, flow_id, spans, done)
+        _write_steps(flows, principal, flow_id, [step for step, _ in spans], done, tally)
     return done
 
 
-def _open_flow(flows: FlowService, principal: Principal, flow_id: str, trace_id: str, service: str) -> None:
+@dataclass(frozen=True)
+class Origin:
+    """Where a span came from: its resource's ``service.name`` and the patient it names, if any."""
+
+    service: str
+    patient_id: str | None
+
+
+def _origin_of(spans: list[tuple[SpanStep, Origin]]) -> Origin:
+    """The trace's origin: its first span's service, and the first patient any of its spans names."""
+    patient = next((origin.patient_id for _, origin in spans if origin.patient_id is not None), None)
+    return Origin(spans[0][1].service, patient)
+
+
+def record_receipts(services: Services, principal: Principal, body: bytes, kind: str, done: Ingested) -> list[str]:
+    """The request's receipts: one audit event per flow it touched (so the flow's evidence bundle holds it),
+    each with the SHA-256 of the body as received and what was taken and refused; one under the body's own
+    subject when no flow was. Counts and hashes only: nothing a span said. Returns the events' ids."""
+    digest = hashlib.sha256(body).hexdigest()
+    common = {
+        "body_sha256": digest,
+        "body_bytes": len(body),
+        "content_type": "protobuf" if kind.endswith("protobuf") else "json",
+        "request_spans": done.spans,
+        "request_refused": len(done.refused),
+    }
+    subjects = {f"flow:{flow_id}": tally for flow_id, tally in done.flows.items()} or {f"otlp:{digest}": FlowTally()}
+    return [
+        services.ledger.append(
+            AuditEntry(
+                action="reasoning.otlp.received",
+                actor=principal.actor,
+                subject=subject,
+                payload={
+                    **common,
+                    "recorded": tally.recorded,
+                    "already_recorded": tally.already_recorded,
+                    "refused": tally.refused,
+                },
+            )
+        ).event_id
+        for subject, tally in subjects.items()
+    ]
+
+
+def _open_flow(flows: FlowService, principal: Principal, flow_id: str, trace_id: str, origin: Origin) -> None:
     """The trace's flow, opened by the first request that carries one of its spans."""
-    summary = f"Trace from {service}"
-    body = FlowStart(
-        flow_id=flow_id,
-        trigger_type=TRIGGER_TYPE,
-        trigger_ref=f"otlp/{trace_id}",
-        trigger_summary=summary if check_summary(summary).safe and len(summary) <= 280 else "Trace received over OTLP",
-        trace_id=trace_id,
-    )
+    summary = f"Trace from {origin.service}"
+    try:
+        body = FlowStart(
+            flow_id=flow_id,
+            trigger_type=TRIGGER_TYPE,
+            trigger_ref=f"otlp/{trace_id}",
+            trigger_summary=summary
+            if check_summary(summary).safe and len(summary) <= 280
+            else "Trace received over OTLP",
+            trace_id=trace_id,
+            patient_id=origin.patient_id,
+        )
+    except ValidationError:
+        raise InvalidInput(f"{PATIENT_ATTRIBUTE} is not a patient id") from None
     # An earlier request may have opened it; whether this caller may write to it, the steps' guard decides.
     with contextlib.suppress(Conflict):
         flows.start_flow(principal, body)
 
 
 def _write_steps(
-    flows: FlowService, principal: Principal, flow_id: str, spans: list[tuple[SpanStep, str]], done: Ingested
+    flows: FlowService, principal: Principal, flow_id: str, steps: list[SpanStep], done: Ingested, tally: FlowTally
 ) -> None:
-    steps = [step for step, _ in spans]
     here = {step.span_id for step in steps}
     outside = sorted({edge for step in steps for edge in _edges(step) if edge not in here})
     held = flows.recorded_steps(flow_id, [step_id_of(steps[0].trace_id, span_id) for span_id in outside])
@@ -122,16 +226,19 @@ def _write_steps(
         try:
             bodies.append((step.span_id, _step_body(step, known)))
         except FlowledgerError as exc:
-            done.refused.append(f"span {step.span_id}: {exc.message}")
+            done.refuse(step.span_id, exc.message, tally)
     for start in range(0, len(bodies), MAX_STEPS_PER_BATCH):
         chunk = bodies[start : start + MAX_STEPS_PER_BATCH]
         try:
             result = flows.add_steps(principal, flow_id, [body for _, body in chunk])
+        except RETRIABLE:
+            raise
         except FlowledgerError as exc:
-            done.refused += [f"span {span_id}: {exc.message}" for span_id, _ in chunk]
+            for span_id, _ in chunk:
+                done.refuse(span_id, exc.message, tally)
             continue
-        done.recorded += len(result.recorded)
-        done.already_recorded += len(result.already_recorded)
+        tally.recorded += len(result.recorded)
+        tally.already_recorded += len(result.already_recorded)
 
 
 def _edges(step: SpanStep) -> list[str]:

@@ -132,6 +132,7 @@ MAPPED = frozenset(
         "flowledger.step.summary_hidden",
         "flowledger.step.back_refs",
         "flowledger.flow.id",
+        "flowledger.patient_id",
     }
 )
 

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
     from flowledger.reasoning.dataset import FlowRecord
 
-INSTALL_HINT = "install flowledger[otel] to export OpenTelemetry spans (pip install 'flowledger[otel]')"
 LANGFUSE_TRACES_PATH = "/api/public/otel/v1/traces"
 LANGFUSE_INGESTION_VERSION = "4"  # Langfuse: direct OTLP exporters send x-langfuse-ingestion-version: 4
 RETRYABLE = frozenset({429, 502, 503, 504})  # OTLP/HTTP: the statuses a client retries
@@ -150,12 +149,7 @@ class Sent:
 
 
 def cmd_flows_otel_export(args: argparse.Namespace) -> int:
-    try:
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401 - the extra's presence
-
-        from flowledger.reasoning.otel import export_requests
-    except ImportError:
-        raise InvalidInput(INSTALL_HINT) from None
+    from flowledger.reasoning.otel import export_requests
 
     endpoint = _endpoint(args.endpoint) if args.endpoint else None
     headers = request_headers(args, os.environ, endpoint) if endpoint else {}

@@ -1,0 +1,80 @@
+"""The OTLP/HTTP receiver (reasoning.write): an agent's OpenTelemetry exporter sends its spans here and each
+trace becomes a flow (``flowledger.otlp``). ``OTEL_EXPORTER_OTLP_ENDPOINT`` is ``<api>/api/otlp``: the exporter
+adds ``/v1/traces`` itself.
+
+The body is protobuf or JSON, gzip or not, and the answer comes in the request's own media type: 200 with
+``partial_success`` naming every span refused and why whenever any was, 400 for a body that does not decode,
+413 past :data:`~flowledger.otlp.decode.MAX_BODY_BYTES`, 415 for another media type or encoding, and 429/503
+with ``Retry-After`` only when the whole request may be retried (nothing is ever written twice).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Response, Router
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
+
+from flowledger.api.access import needs_scope
+from flowledger.api.app import services_of
+from flowledger.api.principals import require_scope
+from flowledger.api.routes import RAW_BODY_EXTENSION
+from flowledger.errors import MalformedBody
+
+router = Router()
+
+TRACES_PATH = "/api/otlp/v1/traces"
+OTLP_MEDIA_TYPES = ("application/x-protobuf", "application/json")
+_ANSWER: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
+    kind: OpenAPIResponseContentSchema(schema={"type": "string", "format": "binary"}) for kind in OTLP_MEDIA_TYPES
+}
+
+
+@router.post(
+    TRACES_PATH,
+    summary="Receive OpenTelemetry spans (OTLP/HTTP): each trace becomes a flow, each span a step",
+    description=(
+        "An `ExportTraceServiceRequest` as `application/x-protobuf` or `application/json` (hex ids), optionally "
+        "`Content-Encoding: gzip`. The answer is an `ExportTraceServiceResponse` in the same media type; "
+        "`partial_success` names every span refused and why. A span sent again is not written again. "
+        "Every request is receipted in the ledger: the SHA-256 of the body and the counts taken and refused."
+    ),
+    tags=["otlp"],
+    security=needs_scope("reasoning.write"),
+    # the body is OTLP, read by its own decoder rather than screened as JSON (routes.RAW_BODY_EXTENSION)
+    openapi_extensions={RAW_BODY_EXTENSION: list(OTLP_MEDIA_TYPES)},
+    responses={
+        200: {"description": "taken, with `partial_success` when anything was refused", "content": _ANSWER},
+        400: {"description": "the body does not decode as an OTLP export request"},
+        413: {"description": "the body is past the receiver's size limit"},
+        415: {"description": "neither protobuf nor JSON, or an encoding other than gzip"},
+    },
+)
+def receive_traces() -> Response[bytes]:
+    event = router.current_event.raw_event
+    principal = require_scope(event, "reasoning.write")
+    # Imported here: protobuf and the OTLP messages cost the reasoning function's other routes nothing.
+    from flowledger.otlp.receiver import receive_traces as receive
+
+    headers = _headers(event)
+    answer = receive(
+        services_of(router), principal, _raw_body(event), headers.get("content-type"), headers.get("content-encoding")
+    )
+    return Response(200, answer.content_type, answer.body)
+
+
+def _headers(event: dict[str, Any]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+
+
+def _raw_body(event: dict[str, Any]) -> bytes:
+    """The body as the client sent it: API Gateway hands binary media types over base64-encoded."""
+    body = event.get("body") or ""
+    if not event.get("isBase64Encoded"):
+        return str(body).encode("utf-8", errors="surrogatepass")
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        raise MalformedBody("the body is not valid base64") from None
