@@ -38,7 +38,7 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
     "audit": DataAccess(read_tables=("ledger", "ledger_tiles"), read_buckets=("checkpoints",), read_ledger_key=True),
     "reasoning": DataAccess(
-        write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways"),
+        write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways", "otlp_waiting"),
         read_buckets=("artifacts",),  # pathway snapshots
         seal_fields=True,
     ),
@@ -69,10 +69,12 @@ JOBS_ACCESS = DataAccess(
         "backlog_tickets",
         "claims_review",
         "pathways",
+        "otlp_waiting",  # OTLP spans whose wait for a parent is over (otlp_release)
     ),
     read_buckets=("checkpoints", "artifacts"),
     write_buckets=("checkpoints", "artifacts"),
     sign_checkpoints=True,
+    seal_fields=True,  # a waiting span is sealed whole
 )
 
 

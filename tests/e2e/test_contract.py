@@ -160,7 +160,13 @@ def generated(document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
     root = tmp_path_factory.mktemp("generated")
     (root / "openapi.json").write_text(json.dumps(document))
     # No post hooks: formatting the generated code is not what is under test.
-    (root / "config.json").write_text(json.dumps({"package_name_override": CLIENT_PACKAGE, "post_hooks": []}))
+    # A protobuf body is bytes to a client generator: its documented override reads it as octet-stream.
+    config = {
+        "package_name_override": CLIENT_PACKAGE,
+        "post_hooks": [],
+        "content_type_overrides": {"application/x-protobuf": "application/octet-stream"},
+    }
+    (root / "config.json").write_text(json.dumps(config))
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("openapi-python-client")),

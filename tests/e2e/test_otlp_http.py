@@ -8,29 +8,37 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from flowledger.otlp.ingest import flow_id_of
-from tests.e2e.conftest import RunningServer
+from tests.e2e.conftest import RunningServer, clean_env
 from tests.e2e.test_step_batch_http import admin_get, token
+from tests.otlp_flows import flow_of, run_snippet, verifies_offline
 from tests.unit.test_otlp_ingest_mapping import SECRET, agent_trace
 
+ROOT = Path(__file__).parents[2]
 TRACES = "/api/otlp/v1/traces"
+LOGS = "/api/otlp/v1/logs"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
@@ -87,8 +95,17 @@ def test_the_sdk_exporter_sends_a_trace_that_becomes_a_flow(server: RunningServe
     receipts = admin_get(
         server, "/admin/v1/audit/events", subject=f"flow:{flow_id}", action="reasoning.otlp.received", limit="50"
     )["events"]
-    # SimpleSpanProcessor: one request a span, each receipted with what it took
-    assert len(receipts) == 5 and sum(event["payload"]["recorded"] for event in receipts) == 5
+    # SimpleSpanProcessor: one request a span, each receipted with what it took. Spans end, and are sent,
+    # children first: four waited for the root and were written with it, hanging from it.
+    assert len(receipts) == 5
+    assert [(e["payload"]["recorded"], e["payload"]["waiting"], e["payload"]["released"]) for e in receipts] == [
+        (0, 1, 0),
+        (0, 1, 0),
+        (0, 1, 0),
+        (0, 1, 0),
+        (1, 0, 4),
+    ]
+    assert sorted(len(step["parent_step_ids"]) for step in steps) == [0, 1, 1, 1, 1]
     assert {event["payload"]["content_type"] for event in receipts} == {"protobuf"}
 
 
@@ -185,3 +202,98 @@ def test_the_receiver_needs_the_reasoning_write_scope(server: RunningServer) -> 
     reader = token(server, "--sub", "otlp-reader", "--scopes", "reasoning.read")
     assert post(server, reader, b"").status_code == 403
     assert httpx.post(server.base_url + TRACES, content=b"", headers=PROTOBUF).status_code == 401
+
+
+def test_an_evaluation_event_is_a_recorded_evaluation_of_the_step_it_judges(server: RunningServer, writer: str) -> None:
+    auth = {"Authorization": f"Bearer {writer}"}
+    resource = Resource.create({"service.name": "graded-bot"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(server.base_url + TRACES, headers=auth)))
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(
+        SimpleLogRecordProcessor(OTLPLogExporter(server.base_url + LOGS, headers=auth))
+    )
+    logger = logger_provider.get_logger("test.evaluator")
+    with tracer_provider.get_tracer("test").start_as_current_span("chat m") as span:
+        span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
+        logger.emit(
+            event_name="gen_ai.evaluation.result",
+            attributes={
+                "gen_ai.evaluation.name": "relevance",
+                "gen_ai.evaluation.score.value": 0.9,
+                "gen_ai.evaluation.score.label": "pass",
+                "gen_ai.evaluation.explanation": f"it answered {SECRET}",
+            },
+        )
+        logger.emit(event_name="gen_ai.choice", body={"message": {"content": SECRET}})
+    trace_id, span_id = span.get_span_context().trace_id, span.get_span_context().span_id
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+
+    steps = {step["step_kind"]: step for step in flow_steps(server, flow_id_of(format(trace_id, "032x")))}
+    assert set(steps) == {"model_call", "evaluation", "event"}
+    judged = steps["model_call"]["step_id"]
+    assert steps["evaluation"]["summary_text"] == "Evaluation relevance: 0.9 (pass)"
+    assert steps["evaluation"]["parent_step_ids"] == [judged] and steps["event"]["parent_step_ids"] == [judged]
+    assert SECRET not in json.dumps(steps)
+    # the records came before their span: each waited and hangs from it, not from the flow as an orphan
+    assert format(span_id, "016x") == steps["model_call"]["inputs"]["otel"]["span_id"]
+
+    outside = {
+        "resourceLogs": [
+            {"scopeLogs": [{"logRecords": [{"eventName": "gen_ai.choice", "body": {"stringValue": "x"}}]}]}
+        ]
+    }
+    answer = httpx.post(server.base_url + LOGS, json=outside, headers=auth).json()
+    assert answer["partialSuccess"] == {
+        "rejectedLogRecords": "1",
+        "errorMessage": "log record resourceLogs[0].scopeLogs[0].logRecords[0]: "
+        "a log record outside a trace has no flow to belong to",
+    }
+
+
+def test_the_guides_sdk_snippet_sends_a_flow_that_verifies_offline(server: RunningServer, tmp_path: Path) -> None:
+    ran = run_snippet(server, "send_spans.py", tmp_path, patient="p-snippet-sdk")
+    assert ran.returncode == 0, ran.stderr
+    flow, steps = flow_of(server, "p-snippet-sdk")
+    assert (flow["trigger_type"], flow["patient_id"]) == ("otlp", "p-snippet-sdk")
+    by_kind = {step["step_kind"]: step for step in steps}
+    assert set(by_kind) == {"agent_invocation", "tool_call"}
+    assert by_kind["tool_call"]["summary_text"] == "Tool lookup_order"
+    assert by_kind["tool_call"]["parent_step_ids"] == [by_kind["agent_invocation"]["step_id"]]
+    assert "shipped on Monday" not in json.dumps(steps)  # the tool's result is sealed
+    verifies_offline(server, flow["flow_id"], tmp_path)
+
+
+def test_the_javascript_sdks_json_exporter_sends_a_trace_that_becomes_a_flow(
+    server: RunningServer, writer: str
+) -> None:
+    env = {
+        **clean_env(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"{server.base_url}/api/otlp",
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer {writer}",
+        "NODE_PATH": str(ROOT / "node_modules"),
+    }
+    sent = subprocess.run(
+        ["node", str(ROOT / "tests" / "clients" / "otlp_json_export.cjs"), "p-js"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert sent.returncode == 0, sent.stderr
+    ids = json.loads(sent.stdout)
+    flow, steps = flow_of(server, "p-js")
+    assert flow["flow_id"] == flow_id_of(ids["trace_id"])
+    by_span = {step["inputs"]["otel"]["span_id"]: step for step in steps}
+    assert set(by_span) == {ids["agent"], ids["tool"]}
+    assert by_span[ids["tool"]]["parent_step_ids"] == [by_span[ids["agent"]]["step_id"]]
+    assert (by_span[ids["agent"]]["summary_text"], by_span[ids["tool"]]["summary_text"]) == (
+        "Agent js-agent invoked",
+        "Tool lookup_order",
+    )
+    receipts = admin_get(
+        server, "/admin/v1/audit/events", subject=f"flow:{flow['flow_id']}", action="reasoning.otlp.received"
+    )["events"]
+    assert {event["payload"]["content_type"] for event in receipts} == {"json"}  # the JS exporter sends JSON

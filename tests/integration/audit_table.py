@@ -800,6 +800,50 @@ OTLP = Route(
     found=lambda env, values: {"flow_id": flow_id_of(OTLP_TRACE_ID)},
     note="OTLP/JSON",
 )
+
+
+def otlp_flow(env: Env) -> Values:
+    """The OTLP trace written as WRITER's flow."""
+    status, body = env.call("POST", "/api/otlp/v1/traces", WRITER, OTLP_SPANS)
+    assert status == 200 and body == {}, body
+    return {"flow_id": flow_id_of(OTLP_TRACE_ID)}
+
+
+def waiting_span(env: Env) -> Values:
+    """The trace's model call without its agent span, sent long enough ago that its wait is over."""
+    env.at(T0 - timedelta(seconds=env.services.settings.otlp_parent_wait_seconds))
+    child = copy.deepcopy(OTLP_SPANS)
+    del child["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    status, body = env.call("POST", "/api/otlp/v1/traces", WRITER, child)
+    assert status == 200 and body == {}, body
+    env.at(T0)
+    return {"flow_id": flow_id_of(OTLP_TRACE_ID)}
+
+
+OTLP_EVALUATION = {
+    "resourceLogs": [
+        {
+            "scopeLogs": [
+                {
+                    "logRecords": [
+                        {
+                            "traceId": OTLP_TRACE_ID,
+                            "spanId": "eee19b7ec3c1b175",
+                            "eventName": "gen_ai.evaluation.result",
+                            "attributes": [
+                                {"key": "gen_ai.evaluation.name", "value": {"stringValue": "relevance"}},
+                                {"key": "gen_ai.evaluation.score.value", "value": {"doubleValue": 0.5}},
+                                {"key": "gen_ai.evaluation.explanation", "value": {"stringValue": f"{MARKER} why"}},
+                            ],
+                        }
+                    ]
+                }
+            ]
+        }
+    ]
+}
+OTLP_LOGS = Route("POST", "/api/otlp/v1/logs", WRITER, otlp_flow, OTLP_EVALUATION, note="an evaluation event")
+OTLP_RELEASE = Job("otlp_release", waiting_span, note="a span whose parent never came")
 CLOSE = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, COMPLETED, note="qualifies", other=403)
 ABORT = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, ABORTED, note="aborted")
 NARRATIVE = Route("GET", "/api/reasoning/flows/{flow_id}", PATIENT, readable_flow, other=403)
@@ -966,6 +1010,9 @@ ROWS: list[Row] = [
     Row(OTLP, "reasoning.flow.started", FLOW, W),
     Row(OTLP, "reasoning.step.created", FLOW, W, count=2),
     Row(OTLP, "reasoning.otlp.received", FLOW, W),
+    Row(OTLP_LOGS, "reasoning.step.created", FLOW, W),
+    Row(OTLP_LOGS, "reasoning.otlp.received", FLOW, W),
+    Row(OTLP_RELEASE, "reasoning.step.created", FLOW, W),
     Row(CLOSE, "reasoning.flow.completed", FLOW, W),
     Row(CLOSE, "reasoning.pathway.extracted", PATHWAY_ID, W),
     Row(ABORT, "reasoning.flow.aborted", FLOW, W),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from flowledger.identity import Principal
 from flowledger.ledger.audit import checkpoints_of, verify_ledger
 from flowledger.otlp.ingest import flow_id_of, ingest_traces, step_id_of
+from flowledger.otlp.release_job import release_job
 from flowledger.reasoning.service import FlowService
 from flowledger.services import Services
 from tests.unit.test_otlp_ingest_mapping import SECRET, agent_trace
@@ -104,16 +106,66 @@ def test_a_trace_over_two_requests_is_one_flow_and_a_child_finds_its_recorded_pa
     assert all(step["parent_step_ids"] in ([], [root_step]) for step in steps)
 
 
-def test_a_child_whose_parent_never_came_hangs_from_the_flow_and_names_it(
+def children_first(request: ExportTraceServiceRequest) -> tuple[Any, ExportTraceServiceRequest]:
+    """The trace's root, and a request of every other span: children sent before their parent, as exporters do."""
+    spans = spans_of(request)
+    root = next(span for span in spans if not span.parent_span_id)
+    keep_only(request, {span.span_id for span in spans} - {root.span_id})
+    return root, request
+
+
+def test_children_before_their_parent_wait_for_it_and_hang_from_it_when_it_comes(
     services: Services, request_of_a_trace: ExportTraceServiceRequest
 ) -> None:
-    spans = spans_of(request_of_a_trace)
-    root = next(span for span in spans if not span.parent_span_id)
-    keep_only(request_of_a_trace, {span.span_id for span in spans} - {root.span_id})
-    done = ingest_traces(services, AGENT, request_of_a_trace)
+    whole = ExportTraceServiceRequest()
+    whole.CopyFrom(request_of_a_trace)
+    root, children = children_first(request_of_a_trace)
+    flow_id = flow_id_of(root.trace_id.hex())
+    early = ingest_traces(services, AGENT, children)
+    assert (early.recorded, early.flows[flow_id].waiting, early.refused) == (0, 4, [])  # taken, not refused
+    assert SECRET not in raw_items(services, "otlp_waiting")  # a waiting span is sealed whole
+
+    keep_only(whole, {root.span_id})
+    late = ingest_traces(services, AGENT, whole)
+    assert (late.recorded, late.flows[flow_id].released) == (1, 4)
+    _, steps = FlowService(services).flow_with_steps(flow_id)
+    root_step = step_id_of(root.trace_id.hex(), root.span_id.hex())
+    assert sorted(map(len, (step["parent_step_ids"] for step in steps))) == [0, 1, 1, 1, 1]
+    assert all(step["parent_step_ids"] in ([], [root_step]) for step in steps)
+    assert all("orphan_of" not in step["inputs"]["otel"] for step in steps)
+    assert raw_items(services, "otlp_waiting") == "[]"  # nothing left waiting
+
+
+def test_a_child_whose_parent_never_came_is_written_after_its_wait_hanging_from_the_flow(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest
+) -> None:
+    root, children = children_first(request_of_a_trace)
+    flow_id = flow_id_of(root.trace_id.hex())
+    assert ingest_traces(services, AGENT, children).flows[flow_id].waiting == 4
+    again = ingest_traces(services, AGENT, children)  # an exporter's retry: still waiting, nothing written
+    assert (again.recorded, again.flows[flow_id].waiting) == (0, 4)
+    assert release_job(services) == {"flows": 0, "released": 0, "refused": 0}  # not yet
+
+    waited = services.settings.otlp_parent_wait_seconds
+    later = services.clock() + timedelta(seconds=waited)
+    services.clock = lambda: later
+    assert release_job(services) == {"flows": 1, "released": 4, "refused": 0}
+    _, steps = FlowService(services).flow_with_steps(flow_id)
+    assert all(step["parent_step_ids"] == [] for step in steps)
+    assert {step["inputs"]["otel"]["orphan_of"] for step in steps} == {root.span_id.hex()}
+    # the same spans sent once more are the steps already written (orphans), never held again
+    replay = ingest_traces(services, AGENT, children)
+    assert (replay.recorded, replay.already_recorded, replay.flows[flow_id].waiting) == (0, 4, 0)
+
+
+def test_with_no_wait_a_child_without_its_parent_is_written_at_once(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(services, "settings", services.settings.model_copy(update={"otlp_parent_wait_seconds": 0}))
+    root, children = children_first(request_of_a_trace)
+    done = ingest_traces(services, AGENT, children)
     assert (done.recorded, done.refused) == (4, [])
     _, steps = FlowService(services).flow_with_steps(flow_id_of(root.trace_id.hex()))
-    assert all(step["parent_step_ids"] == [] for step in steps)
     assert {step["inputs"]["otel"]["orphan_of"] for step in steps} == {root.span_id.hex()}
 
 

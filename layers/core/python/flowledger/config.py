@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     witness_table: str | None = Field(None, validation_alias="FLOWLEDGER_WITNESS_TABLE")
     witness_logs: list[str] = Field(default_factory=list, validation_alias="FLOWLEDGER_WITNESS_LOGS")
     max_body_bytes: int = Field(256 * 1024, validation_alias="FLOWLEDGER_MAX_BODY_BYTES", gt=0)
+    # How long an OTLP span waits for a parent that has not arrived before it is written under the flow itself,
+    # marked orphan (otlp/waiting.py); 0 writes it so at once.
+    otlp_parent_wait_seconds: int = Field(30, validation_alias="FLOWLEDGER_OTLP_PARENT_WAIT_SECONDS", ge=0, le=3600)
     # Browser origins allowed to call the API (comma-separated), e.g. the console's.
     cors_origins: str = Field("", validation_alias="FLOWLEDGER_CORS_ORIGINS")
 

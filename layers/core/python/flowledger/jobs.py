@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from flowledger.entrypoints import instrumented
 from flowledger.errors import UnknownJob
 from flowledger.ledger.audit import checkpoint_job
+from flowledger.otlp.release_job import release_job
 from flowledger.pathways.jobs import backfill_job, decay_job
 from flowledger.reasoning.service import flow_decay_job
 from flowledger.research.loop import consumer_job, stale_sweep_job
@@ -76,6 +77,12 @@ JOBS: tuple[Job, ...] = (
         backfill_job,
     ),
     Job("pathway_decay", "rate(1 day)", "Demotes cold and stale pathways (non-destructive).", decay_job),
+    Job(
+        "otlp_release",
+        "rate(1 minute)",
+        "Writes OTLP spans that waited their full time for a parent, under their flow, marked orphan.",
+        release_job,
+    ),
 )
 
 

@@ -116,7 +116,7 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
     if raw:
         operation["requestBody"] = {
             "required": True,
-            "content": {kind: {"schema": {"type": "string", "format": "binary"}} for kind in raw},
+            "content": {kind: {"schema": schema} for kind, schema in raw.items()},
         }
     statuses = {429, 500, 502, 503, 504}
     # 409 on every authenticated operation: a stored item it reads may no longer decode (undecodable_item).

@@ -2,6 +2,8 @@
 trace becomes a flow (``flowledger.otlp``). ``OTEL_EXPORTER_OTLP_ENDPOINT`` is ``<api>/api/otlp``: the exporter
 adds ``/v1/traces`` itself.
 
+``/v1/logs`` takes log records the same way: each becomes a step under its span's step (``otlp.events``).
+
 The body is protobuf or JSON, gzip or not, and the answer comes in the request's own media type: 200 with
 ``partial_success`` naming every span refused and why whenever any was, 400 for a body that does not decode,
 413 past :data:`~flowledger.otlp.decode.MAX_BODY_BYTES`, 415 for another media type or encoding, and 429/503
@@ -12,23 +14,50 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response, Router
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponseContentModel, OpenAPIResponseContentSchema
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseContentModel,
+    OpenAPIResponseContentSchema,
+)
 
 from flowledger.api.access import needs_scope
 from flowledger.api.app import services_of
 from flowledger.api.principals import require_scope
 from flowledger.api.routes import RAW_BODY_EXTENSION
 from flowledger.errors import MalformedBody
+from flowledger.identity import Principal
+from flowledger.services import Services
+
+if TYPE_CHECKING:
+    from flowledger.otlp.receiver import Answer
 
 router = Router()
 
 TRACES_PATH = "/api/otlp/v1/traces"
-OTLP_MEDIA_TYPES = ("application/x-protobuf", "application/json")
+LOGS_PATH = "/api/otlp/v1/logs"
+# OTLP/JSON is protobuf's JSON mapping of the same messages (hex ids): described as objects, not field by field.
+_REQUEST_BODY = {
+    "application/x-protobuf": {"type": "string", "format": "binary"},
+    "application/json": {"type": "object", "description": "the export request in OTLP/JSON"},
+}
 _ANSWER: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
-    kind: OpenAPIResponseContentSchema(schema={"type": "string", "format": "binary"}) for kind in OTLP_MEDIA_TYPES
+    "application/x-protobuf": OpenAPIResponseContentSchema(schema={"type": "string", "format": "binary"}),
+    "application/json": OpenAPIResponseContentSchema(
+        schema={
+            "type": "object",
+            "description": "the export response in OTLP/JSON: `partialSuccess` when anything was refused",
+        }
+    ),
+}
+_RESPONSES: dict[int, OpenAPIResponse] = {
+    200: {"description": "taken, with `partial_success` when anything was refused", "content": _ANSWER},
+    400: {"description": "the body does not decode as an OTLP export request"},
+    413: {"description": "the body is past the receiver's size limit"},
+    415: {"description": "neither protobuf nor JSON, or an encoding other than gzip"},
 }
 
 
@@ -44,20 +73,39 @@ _ANSWER: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] =
     tags=["otlp"],
     security=needs_scope("reasoning.write"),
     # the body is OTLP, read by its own decoder rather than screened as JSON (routes.RAW_BODY_EXTENSION)
-    openapi_extensions={RAW_BODY_EXTENSION: list(OTLP_MEDIA_TYPES)},
-    responses={
-        200: {"description": "taken, with `partial_success` when anything was refused", "content": _ANSWER},
-        400: {"description": "the body does not decode as an OTLP export request"},
-        413: {"description": "the body is past the receiver's size limit"},
-        415: {"description": "neither protobuf nor JSON, or an encoding other than gzip"},
-    },
+    openapi_extensions={RAW_BODY_EXTENSION: _REQUEST_BODY},
+    responses=_RESPONSES,
 )
 def receive_traces() -> Response[bytes]:
-    event = router.current_event.raw_event
-    principal = require_scope(event, "reasoning.write")
     # Imported here: protobuf and the OTLP messages cost the reasoning function's other routes nothing.
     from flowledger.otlp.receiver import receive_traces as receive
 
+    return _received(receive)
+
+
+@router.post(
+    LOGS_PATH,
+    summary="Receive OpenTelemetry log records (OTLP/HTTP): each becomes a step under its span's step",
+    description=(
+        "An `ExportLogsServiceRequest`, sent as to the traces route. A `gen_ai.evaluation.result` event becomes a "
+        "recorded evaluation of the step it judges (name, score and label; its explanation sealed); any other "
+        "event a step of kind `event`, its body sealed. A record outside a span is refused, by its position, in "
+        "`partial_success`. A record sent again is not written again; every request is receipted."
+    ),
+    tags=["otlp"],
+    security=needs_scope("reasoning.write"),
+    openapi_extensions={RAW_BODY_EXTENSION: _REQUEST_BODY},
+    responses=_RESPONSES,
+)
+def receive_logs() -> Response[bytes]:
+    from flowledger.otlp.receiver import receive_logs as receive
+
+    return _received(receive)
+
+
+def _received(receive: Callable[[Services, Principal, bytes, str | None, str | None], Answer]) -> Response[bytes]:
+    event = router.current_event.raw_event
+    principal = require_scope(event, "reasoning.write")
     headers = _headers(event)
     answer = receive(
         services_of(router), principal, _raw_body(event), headers.get("content-type"), headers.get("content-encoding")

@@ -19,7 +19,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from flowledger.api.access import BEARER_SCHEME, Access, access_for, security_schemes
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
-# An operation with this extension takes its body as bytes of the media types it lists (OTLP's protobuf, say):
+# An operation with this extension takes its body as bytes of the media types it maps to their schemas (OTLP's
+# protobuf, say):
 # the handler decodes it itself, so screening skips the JSON checks, and API Gateway passes the binary ones
 # through base64-encoded (the API's binary media types are read from here).
 RAW_BODY_EXTENSION = "x-flowledger-raw-body"

@@ -16,12 +16,14 @@ to the flow itself, with the missing parent's span id kept in its facts (``orpha
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import ValidationError
 
@@ -38,7 +40,9 @@ from flowledger.errors import (
 from flowledger.identity import Principal
 from flowledger.ids import crockford
 from flowledger.ledger.events import AuditEntry
+from flowledger.otlp.events import record_step
 from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, span_step
+from flowledger.otlp.waiting import Waiting, WaitingRoom
 from flowledger.reasoning.guard import check_summary
 from flowledger.reasoning.models import MAX_PARENTS, MAX_STEP_PAYLOAD_BYTES, FlowStart, PiiFields, StepCreate
 from flowledger.reasoning.service import MAX_STEPS_PER_BATCH, FlowService, payload_bytes
@@ -63,13 +67,16 @@ class FlowTally:
     recorded: int = 0
     already_recorded: int = 0
     refused: int = 0
+    waiting: int = 0  # held for a parent that has not arrived (otlp.waiting): taken, written later
+    released: int = 0  # spans of earlier requests that waited for this one's, written now
+    released_refused: int = 0  # of those, refused by the flow service (a closed or full flow)
 
 
 @dataclass
 class Ingested:
     """What one request did: steps written and already held, and each span refused with its reason."""
 
-    spans: int = 0
+    spans: int = 0  # spans or log records the request held
     refused: list[str] = field(default_factory=list)  # "span <id>: <reason>"
     flows: dict[str, FlowTally] = field(default_factory=dict)  # flow id: its tally, in the order met
 
@@ -85,8 +92,8 @@ class Ingested:
     def flow_ids(self) -> list[str]:
         return list(self.flows)
 
-    def refuse(self, span_id: str, reason: str, tally: FlowTally | None = None) -> None:
-        self.refused.append(f"span {span_id}: {reason}")
+    def refuse(self, label: str, reason: str, tally: FlowTally | None = None) -> None:
+        self.refused.append(f"{label}: {reason}")
         if tally is not None:
             tally.refused += 1
 
@@ -109,29 +116,76 @@ def step_id_of(trace_id: str, span_id: str) -> str:
     return "st_" + crockford(int.from_bytes(_digest("step", trace_id + span_id)[:16]) >> 2)
 
 
+@dataclass(frozen=True)
+class Item:
+    """One span or log record of a request, before it is read: what to call it in a refusal, the trace it
+    names, how to read it as a step, and the attributes that may name its patient."""
+
+    label: str  # "span <id>", "log record <where>"
+    trace_id: bytes
+    read: Callable[[], SpanStep]  # raises SpanRefused
+    service: str
+    patient: Any
+
+
 def ingest_traces(services: Services, principal: Principal, request: ExportTraceServiceRequest) -> Ingested:
     """Write the request's spans as steps of their traces' flows; refuse, span by span, what cannot be."""
-    done = Ingested()
-    traces: dict[str, list[tuple[SpanStep, Origin]]] = defaultdict(list)  # trace: (step, where it came from)
+    return _ingest(services, principal, _spans_of(request))
+
+
+def ingest_logs(services: Services, principal: Principal, request: ExportLogsServiceRequest) -> Ingested:
+    """Write the request's log records as steps under their spans' steps (``otlp.events``); refuse, record by
+    record, what cannot be."""
+    return _ingest(services, principal, _records_of(request))
+
+
+def _spans_of(request: ExportTraceServiceRequest) -> Iterator[Item]:
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         service = str(resource.get("service.name") or "unknown_service")
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                done.spans += 1
-                try:
-                    step = span_step(span, resource)
-                except SpanRefused as exc:
-                    # counted in its trace's receipt when it names one
-                    tally = (
-                        done.flows.setdefault(flow_id_of(span.trace_id.hex()), FlowTally())
-                        if len(span.trace_id) == 16 and any(span.trace_id)
-                        else None
-                    )
-                    done.refuse(span.span_id.hex() or "(no id)", exc.reason, tally)
-                    continue
-                patient = attributes(span.attributes).get(PATIENT_ATTRIBUTE, resource.get(PATIENT_ATTRIBUTE))
-                traces[step.trace_id].append((step, Origin(service, None if patient is None else str(patient))))
+                yield Item(
+                    f"span {span.span_id.hex() or '(no id)'}",
+                    span.trace_id,
+                    functools.partial(span_step, span, resource),
+                    service,
+                    attributes(span.attributes).get(PATIENT_ATTRIBUTE, resource.get(PATIENT_ATTRIBUTE)),
+                )
+
+
+def _records_of(request: ExportLogsServiceRequest) -> Iterator[Item]:
+    for r, resource_logs in enumerate(request.resource_logs):
+        resource = attributes(resource_logs.resource.attributes)
+        service = str(resource.get("service.name") or "unknown_service")
+        for s, scope_logs in enumerate(resource_logs.scope_logs):
+            for n, record in enumerate(scope_logs.log_records):
+                yield Item(
+                    f"log record resourceLogs[{r}].scopeLogs[{s}].logRecords[{n}]",
+                    record.trace_id,
+                    functools.partial(record_step, record, resource),
+                    service,
+                    resource.get(PATIENT_ATTRIBUTE),
+                )
+
+
+def _ingest(services: Services, principal: Principal, items: Iterator[Item]) -> Ingested:
+    done = Ingested()
+    traces: dict[str, list[tuple[SpanStep, Origin]]] = defaultdict(list)  # trace: (step, where it came from)
+    labels: dict[str, str] = {}  # a step's span id: what a refusal calls it
+    for item in items:
+        done.spans += 1
+        try:
+            step = item.read()
+        except SpanRefused as exc:
+            # counted in its trace's receipt when it names one
+            named = len(item.trace_id) == 16 and any(item.trace_id)
+            tally = done.flows.setdefault(flow_id_of(item.trace_id.hex()), FlowTally()) if named else None
+            done.refuse(item.label, exc.reason, tally)
+            continue
+        labels[step.span_id] = item.label
+        patient = None if item.patient is None else str(item.patient)
+        traces[step.trace_id].append((step, Origin(item.service, patient)))
     flows = FlowService(services)
     for trace_id, spans in traces.items():
         flow_id = flow_id_of(trace_id)
@@ -142,9 +196,9 @@ def ingest_traces(services: Services, principal: Principal, request: ExportTrace
             raise
         except FlowledgerError as exc:
             for step, _ in spans:
-                done.refuse(step.span_id, exc.message, tally)
+                done.refuse(labels[step.span_id], exc.message, tally)
             continue
-        _write_steps(flows, principal, flow_id, [step for step, _ in spans], done, tally)
+        _write_steps(services, flows, principal, flow_id, [step for step, _ in spans], done, tally, labels)
     return done
 
 
@@ -162,7 +216,9 @@ def _origin_of(spans: list[tuple[SpanStep, Origin]]) -> Origin:
     return Origin(spans[0][1].service, patient)
 
 
-def record_receipts(services: Services, principal: Principal, body: bytes, kind: str, done: Ingested) -> list[str]:
+def record_receipts(
+    services: Services, principal: Principal, signal: str, body: bytes, kind: str, done: Ingested
+) -> list[str]:
     """The request's receipts: one audit event per flow it touched (so the flow's evidence bundle holds it),
     each with the SHA-256 of the body as received and what was taken and refused; one under the body's own
     subject when no flow was. Counts and hashes only: nothing a span said. Returns the events' ids."""
@@ -171,7 +227,8 @@ def record_receipts(services: Services, principal: Principal, body: bytes, kind:
         "body_sha256": digest,
         "body_bytes": len(body),
         "content_type": "protobuf" if kind.endswith("protobuf") else "json",
-        "request_spans": done.spans,
+        "signal": signal,
+        "request_items": done.spans,
         "request_refused": len(done.refused),
     }
     subjects = {f"flow:{flow_id}": tally for flow_id, tally in done.flows.items()} or {f"otlp:{digest}": FlowTally()}
@@ -186,6 +243,9 @@ def record_receipts(services: Services, principal: Principal, body: bytes, kind:
                     "recorded": tally.recorded,
                     "already_recorded": tally.already_recorded,
                     "refused": tally.refused,
+                    "waiting": tally.waiting,
+                    "released": tally.released,
+                    "released_refused": tally.released_refused,
                 },
             )
         ).event_id
@@ -215,18 +275,116 @@ def _open_flow(flows: FlowService, principal: Principal, flow_id: str, trace_id:
 
 
 def _write_steps(
-    flows: FlowService, principal: Principal, flow_id: str, steps: list[SpanStep], done: Ingested, tally: FlowTally
+    services: Services,
+    flows: FlowService,
+    principal: Principal,
+    flow_id: str,
+    steps: list[SpanStep],
+    done: Ingested,
+    tally: FlowTally,
+    labels: dict[str, str],
 ) -> None:
+    """Write the request's steps of one flow; hold those whose parent has not arrived (``otlp.waiting``), then
+    release what waited for the steps just written, or waited long enough."""
+    trace = steps[0].trace_id
     here = {step.span_id for step in steps}
     outside = sorted({edge for step in steps for edge in _edges(step) if edge not in here})
-    held = flows.recorded_steps(flow_id, [step_id_of(steps[0].trace_id, span_id) for span_id in outside])
-    known = here | {span_id for span_id in outside if step_id_of(steps[0].trace_id, span_id) in held}
+    held = flows.recorded_steps(flow_id, [step_id_of(trace, span_id) for span_id in outside])
+    known = here | {span_id for span_id in outside if step_id_of(trace, span_id) in held}
+    room, settings, now = WaitingRoom(services), services.settings, services.clock().timestamp()
+    waiting = _to_hold(flows, flow_id, steps, known) if settings.otlp_parent_wait_seconds else {}
+    for step in _parents_first(steps):
+        if step.span_id in waiting:
+            room.hold(
+                flow_id,
+                Waiting(
+                    step,
+                    waiting[step.span_id],
+                    labels[step.span_id],
+                    principal,
+                    now + settings.otlp_parent_wait_seconds,
+                ),
+            )
+            tally.waiting += 1
+    writable = [step for step in steps if step.span_id not in waiting]
+    _write(flows, principal, flow_id, writable, known - set(waiting), done, tally, labels)
+    release(flows, room, flow_id, now, tally)
+
+
+def _to_hold(flows: FlowService, flow_id: str, steps: list[SpanStep], known: set[str]) -> dict[str, str]:
+    """The steps that must wait, each with the span it waits for: a missing edge, or a step that itself waits.
+    A step already recorded (an earlier copy, written after its wait) never waits again."""
+
+    def waits(recorded: set[str]) -> dict[str, str]:
+        held: dict[str, str] = {}
+        for step in _parents_first(steps):
+            if step.span_id in recorded:
+                continue
+            blocking = next((edge for edge in _edges(step) if edge not in known or edge in held), None)
+            if blocking is not None:
+                held[step.span_id] = blocking
+        return held
+
+    candidates = waits(set())
+    if not candidates:
+        return {}
+    trace = steps[0].trace_id
+    already = flows.recorded_steps(flow_id, [step_id_of(trace, span_id) for span_id in candidates])
+    return waits({span_id for span_id in candidates if step_id_of(trace, span_id) in already})
+
+
+def release(flows: FlowService, room: WaitingRoom, flow_id: str, now: float, tally: FlowTally) -> None:
+    """Write every held span of the flow that can be now: its edges are recorded (or released with it), or its
+    wait is over (then under the flow itself, ``orphan_of`` its missing parent). Each is then forgotten."""
+    held = room.of_flow(flow_id)
+    if not held:
+        return
+    trace = held[0].step.trace_id
+    edges = sorted({edge for waiting in held for edge in _edges(waiting.step)})
+    stored = flows.recorded_steps(flow_id, [step_id_of(trace, edge) for edge in edges])
+    known = {edge for edge in edges if step_id_of(trace, edge) in stored}
+    ready: dict[str, Waiting] = {}
+    changed = True
+    while changed:  # a released span lets the spans that waited for it go too
+        changed = False
+        for waiting in held:
+            span_id = waiting.step.span_id
+            if span_id in ready:
+                continue
+            if waiting.release_at <= now or all(edge in known or edge in ready for edge in _edges(waiting.step)):
+                ready[span_id] = waiting
+                changed = True
+    if not ready:
+        return
+    by_writer: dict[str, list[Waiting]] = defaultdict(list)
+    for waiting in ready.values():
+        by_writer[waiting.writer.id].append(waiting)
+    for group in by_writer.values():
+        labels = {waiting.step.span_id: waiting.label for waiting in group}
+        released = Ingested()
+        own = released.flows.setdefault(flow_id, FlowTally())
+        _write(flows, group[0].writer, flow_id, [w.step for w in group], known | set(ready), released, own, labels)
+        tally.released += own.recorded + own.already_recorded
+        tally.released_refused += own.refused
+        room.remove(flow_id, group)
+
+
+def _write(
+    flows: FlowService,
+    principal: Principal,
+    flow_id: str,
+    steps: list[SpanStep],
+    known: set[str],
+    done: Ingested,
+    tally: FlowTally,
+    labels: dict[str, str],
+) -> None:
     bodies: list[tuple[str, StepCreate]] = []
     for step in _parents_first(steps):
         try:
             bodies.append((step.span_id, _step_body(step, known)))
         except FlowledgerError as exc:
-            done.refuse(step.span_id, exc.message, tally)
+            done.refuse(labels[step.span_id], exc.message, tally)
     for start in range(0, len(bodies), MAX_STEPS_PER_BATCH):
         chunk = bodies[start : start + MAX_STEPS_PER_BATCH]
         try:
@@ -235,7 +393,7 @@ def _write_steps(
             raise
         except FlowledgerError as exc:
             for span_id, _ in chunk:
-                done.refuse(span_id, exc.message, tally)
+                done.refuse(labels[span_id], exc.message, tally)
             continue
         tally.recorded += len(result.recorded)
         tally.already_recorded += len(result.already_recorded)
@@ -283,6 +441,7 @@ def _step_body(step: SpanStep, known: set[str]) -> StepCreate:
     ):
         if value is not None:
             facts[name] = value
+    facts.update(step.facts)
     if step.unmapped:
         facts["unmapped"] = list(step.unmapped)
     inputs, outputs = {**step.inputs, FACTS: facts}, dict(step.outputs)

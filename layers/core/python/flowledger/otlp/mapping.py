@@ -103,6 +103,7 @@ MAPPED = frozenset(
         "gen_ai.usage.prompt_tokens",
         "gen_ai.usage.completion_tokens",
         "gen_ai.agent.name",
+        "agent.name",  # OpenInference's
         "gen_ai.agent.id",
         "gen_ai.tool.name",
         "gen_ai.tool.type",
@@ -164,6 +165,7 @@ class SpanStep:
     inputs: dict[str, Any] = field(default_factory=dict)  # sealed, every key
     outputs: dict[str, Any] = field(default_factory=dict)  # sealed, every key
     unmapped: tuple[str, ...] = ()  # attribute names read as nothing
+    facts: dict[str, Any] = field(default_factory=dict)  # more safe facts (an evaluation's name, score, label)
 
 
 def value_of(value: AnyValue) -> Any:
@@ -197,9 +199,9 @@ def span_step(span: Span, resource: Mapping[str, Any]) -> SpanStep:
     links = tuple(
         link.span_id.hex() for link in span.links if link.trace_id == span.trace_id and len(link.span_id) == 8
     )
-    inputs, outputs, unmapped = _sorted_out(attrs)
+    inputs, outputs, unmapped = sorted_out(attrs)
     kind = _kind(attrs)
-    agent = _agent(attrs, resource)
+    agent = agent_of(attrs, resource)
     model = _name(attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
     tokens_in = _count(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
     tokens_out = _count(
@@ -236,8 +238,8 @@ def summary_of(
 ) -> str:
     """The step's summary from safe facts only: kind, model, tool or agent name, counts, failure."""
     tool = _name(attrs, "gen_ai.tool.name", "tool.name")
-    agent = _name(attrs, "gen_ai.agent.name")
-    named = _safe_name(span_name)
+    agent = _name(attrs, "gen_ai.agent.name", "agent.name")
+    named = safe_name(span_name)
     if kind == "model_call":
         text = f"Model call to {model}" if model else "Model call"
         if tokens_in is not None and tokens_out is not None:
@@ -290,9 +292,9 @@ def _kind(attrs: Mapping[str, Any]) -> str:
     return GENERIC_KIND
 
 
-def _agent(attrs: Mapping[str, Any], resource: Mapping[str, Any]) -> str:
+def agent_of(attrs: Mapping[str, Any], resource: Mapping[str, Any]) -> str:
     """A step's agent as a step may name it (lower case, ``[a-z0-9_.-]``): the span's agent, else the service."""
-    for value in (attrs.get("gen_ai.agent.name"), resource.get("service.name")):
+    for value in (attrs.get("gen_ai.agent.name"), attrs.get("agent.name"), resource.get("service.name")):
         if isinstance(value, str):
             slug = re.sub(r"[^a-z0-9_.-]+", "_", value.strip().lower()).strip("_.-")[:64]
             if slug and slug[0].isalpha():
@@ -302,13 +304,13 @@ def _agent(attrs: Mapping[str, Any], resource: Mapping[str, Any]) -> str:
 
 def _name(attrs: Mapping[str, Any], *keys: str) -> str | None:
     for key in keys:
-        found = _safe_name(attrs.get(key))
+        found = safe_name(attrs.get(key))
         if found:
             return found
     return None
 
 
-def _safe_name(value: Any) -> str | None:
+def safe_name(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and _NAME.match(value.strip()) else None
 
 
@@ -335,7 +337,7 @@ def _latency(span: Span, attrs: Mapping[str, Any]) -> int | None:
     return min((span.end_time_unix_nano - span.start_time_unix_nano) // 1_000_000, MAX_LATENCY_MS)
 
 
-def _sorted_out(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
+def sorted_out(attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
     """The attributes as sealed inputs, sealed outputs, and the names of those read as nothing.
 
     A content keeps its convention's name; one flattened over many keys (``gen_ai.prompt.0.content``,

@@ -1,10 +1,15 @@
-"""One OTLP/HTTP traces request from body to answer: decode it, write its traces as flows, receipt it in the
-ledger, count what was refused, and answer in the request's own media type."""
+"""One OTLP/HTTP request from body to answer: decode it, write its traces as flows (spans, or log records under
+their spans), receipt it in the ledger, count what was refused, and answer in the request's own media type."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -12,8 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from flowledger.identity import Principal
 from flowledger.otlp import METRIC_SERVICE, RECORDED_METRIC, REFUSED_METRIC
-from flowledger.otlp.decode import encoded, media_type, parse_traces
-from flowledger.otlp.ingest import ingest_traces, record_receipts
+from flowledger.otlp.decode import encoded, media_type, parse_logs, parse_traces
+from flowledger.otlp.ingest import Ingested, ingest_logs, ingest_traces, record_receipts
 from flowledger.services import Services
 
 
@@ -30,14 +35,37 @@ def receive_traces(
 ) -> Answer:
     """Take one ``POST /v1/traces``: every span written or refused by name, and a receipt of the request."""
     kind = media_type(content_type)
-    request = parse_traces(body, content_type, content_encoding)
-    done = ingest_traces(services, principal, request)
-    record_receipts(services, principal, body, kind, done)
-    services.metrics.emit(RECORDED_METRIC, done.recorded, "Count", {"service": METRIC_SERVICE})
-    services.metrics.emit(REFUSED_METRIC, len(done.refused), "Count", {"service": METRIC_SERVICE})
+    done = ingest_traces(services, principal, parse_traces(body, content_type, content_encoding))
+    _account(services, principal, "traces", body, kind, done)
     response = ExportTraceServiceResponse()
     if done.refused:
         response.partial_success.CopyFrom(
             ExportTracePartialSuccess(rejected_spans=len(done.refused), error_message=done.error_message)
         )
+    return _answer(response, kind)
+
+
+def receive_logs(
+    services: Services, principal: Principal, body: bytes, content_type: str | None, content_encoding: str | None
+) -> Answer:
+    """Take one ``POST /v1/logs``: every record written under its span or refused by name, and a receipt."""
+    kind = media_type(content_type)
+    done = ingest_logs(services, principal, parse_logs(body, content_type, content_encoding))
+    _account(services, principal, "logs", body, kind, done)
+    response = ExportLogsServiceResponse()
+    if done.refused:
+        response.partial_success.CopyFrom(
+            ExportLogsPartialSuccess(rejected_log_records=len(done.refused), error_message=done.error_message)
+        )
+    return _answer(response, kind)
+
+
+def _account(services: Services, principal: Principal, signal: str, body: bytes, kind: str, done: Ingested) -> None:
+    record_receipts(services, principal, signal, body, kind, done)
+    dimensions = {"service": METRIC_SERVICE}
+    services.metrics.emit(RECORDED_METRIC, done.recorded, "Count", dimensions)
+    services.metrics.emit(REFUSED_METRIC, len(done.refused), "Count", dimensions)
+
+
+def _answer(response: Message, kind: str) -> Answer:
     return Answer(kind, encoded(response, kind))

@@ -123,6 +123,9 @@ TABLES: tuple[TableSpec, ...] = (
     # admin flow page reads them a page at a time (reasoning/steps_page.py).
     TableSpec("steps", Key("flow_id"), Key("step_id"), indexes=(Index("by_created", Key("flow_id"), _CREATED),)),
     TableSpec("consents", Key("patient_id")),
+    # OTLP spans waiting for a parent that has not arrived (otlp/waiting.py), each sealed whole. No TTL: a span
+    # leaves only by being written, so nothing that was taken is ever dropped.
+    TableSpec("otlp_waiting", Key("flow_id"), Key("waiting_key")),
     TableSpec(
         "ledger",
         Key("chain_id"),

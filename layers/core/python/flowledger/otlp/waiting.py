@@ -1,0 +1,137 @@
+"""Spans that arrive before their parent wait for it, for a bounded time, instead of vanishing or being cut off.
+
+Exporters send spans as they end, so a child routinely comes before its parent (an agent's model calls before
+the agent's own span; a log record before its span), and a trace split over processes arrives in any order. A
+span whose parent (or a linked span) is neither in its request nor recorded is held here, sealed whole under the
+flow's data key, together with its writer; so is a span whose parent is itself held. Held spans are counted as
+taken in the answer and the receipt: they are not refused.
+
+A held span is written as soon as the request that brings its parent is written (that request releases
+every span of the flow that waited for what it recorded, and theirs in turn), or, once
+``FLOWLEDGER_OTLP_PARENT_WAIT_SECONDS`` have passed since it was first held, by the next request for its flow
+or the ``otlp_release`` job (every minute), under the flow itself with the missing parent's span id kept as
+``orphan_of``. Nothing leaves this table but by being written (or refused by the flow service, and said so),
+and it has no TTL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from flowledger.identity import Principal
+from flowledger.otlp.mapping import SpanStep
+from flowledger.services import Services
+from flowledger.store.envelope import FieldRef
+
+TABLE = "otlp_waiting"
+MAX_DUE_FLOWS = 1_000  # flows one release job run takes; the next run takes the rest
+_TUPLES = ("linked_span_ids", "unmapped")
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One held span: the step it will be, the span it waits for, what a refusal calls it, and its writer."""
+
+    step: SpanStep
+    parent: str
+    label: str
+    writer: Principal
+    release_at: float  # epoch seconds: written as an orphan from then on
+
+    @property
+    def key(self) -> str:
+        return f"{self.parent}#{self.step.span_id}"
+
+
+class WaitingRoom:
+    """The held spans of every flow, one item each, keyed by the flow and ``<parent>#<span>``."""
+
+    def __init__(self, services: Services) -> None:
+        self._s = services
+        self._db = services.aws.dynamodb
+        self._table = services.aws.table_name(TABLE)
+
+    def hold(self, flow_id: str, waiting: Waiting) -> None:
+        """Hold a span; held again (an exporter's retry), it keeps the time it was first held."""
+        ref = FieldRef(flow_id, waiting.key, "waiting", "span")
+        sealed = self._s.sealer.seal(
+            {
+                "step": dataclasses.asdict(waiting.step),
+                "label": waiting.label,
+                "writer": waiting.writer.model_dump(mode="json", include={"kind", "id"}),
+            },
+            ref,
+        )
+        self._db.update_item(
+            TableName=self._table,
+            Key={"flow_id": {"S": flow_id}, "waiting_key": {"S": waiting.key}},
+            UpdateExpression="SET sealed = :sealed, release_at = if_not_exists(release_at, :release_at)",
+            ExpressionAttributeValues={
+                ":sealed": {"M": {k: {"S": v} for k, v in sealed.items()}},
+                ":release_at": {"N": repr(waiting.release_at)},
+            },
+        )
+
+    def of_flow(self, flow_id: str) -> list[Waiting]:
+        """Every span the flow holds (a consistent read: a span held a moment ago is seen)."""
+        found: list[Waiting] = []
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "flow_id = :flow",
+            "ExpressionAttributeValues": {":flow": {"S": flow_id}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**request)
+            found += [self._opened(flow_id, item) for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return found
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def remove(self, flow_id: str, written: list[Waiting]) -> None:
+        """Forget spans that were written (or refused): they wait no more."""
+        for start in range(0, len(written), 25):  # BatchWriteItem takes 25 a request
+            pending: dict[str, Any] = {
+                self._table: [
+                    {"DeleteRequest": {"Key": {"flow_id": {"S": flow_id}, "waiting_key": {"S": w.key}}}}
+                    for w in written[start : start + 25]
+                ]
+            }
+            while pending:
+                pending = self._db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+    def due_flows(self, now: float) -> Iterator[str]:
+        """Flows holding a span whose wait is over, each once, at most :data:`MAX_DUE_FLOWS`."""
+        seen: set[str] = set()
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "release_at <= :now",
+            "ExpressionAttributeValues": {":now": {"N": repr(now)}},
+            "ProjectionExpression": "flow_id",
+        }
+        while len(seen) < MAX_DUE_FLOWS:
+            page = self._db.scan(**request)
+            for item in page.get("Items", []):
+                flow_id = item["flow_id"]["S"]
+                if flow_id not in seen and len(seen) < MAX_DUE_FLOWS:
+                    seen.add(flow_id)
+                    yield flow_id
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _opened(self, flow_id: str, item: dict[str, Any]) -> Waiting:
+        key = item["waiting_key"]["S"]
+        sealed = {k: v["S"] for k, v in item["sealed"]["M"].items()}
+        held = self._s.sealer.open(sealed, FieldRef(flow_id, key, "waiting", "span"))
+        step: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in held["step"].items()}
+        return Waiting(
+            step=SpanStep(**step),
+            parent=key.split("#", 1)[0],
+            label=held["label"],
+            writer=Principal(**held["writer"], scopes=frozenset({"reasoning.write"})),
+            release_at=float(item["release_at"]["N"]),
+        )
