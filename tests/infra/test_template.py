@@ -251,20 +251,22 @@ def test_sealed_fields_open_only_under_a_flow_encryption_context(resources: dict
     # The context key the policy conditions on is the one the sealer sends.
     assert FLOW_CONTEXT_KEY in FieldRef("fl_1", "st_1", "inputs", "dob").kms_context()
     condition_key = f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}"
-    statements = _key_statements(resources, _role_of(resources, "Functionreasoning"))
-    allows = [s for s in statements if s["Effect"] == "Allow" and condition_key in str(s.get("Condition"))]
-    assert [(sorted(s["Action"]), s["Condition"]) for s in allows] == [
-        (["kms:Decrypt", "kms:GenerateDataKey"], {"StringLike": {condition_key: "*"}})
-    ]
-    denies = [s for s in statements if s["Effect"] == "Deny"]
-    assert len(denies) == 1 and denies[0]["Action"] == "kms:Decrypt"
-    # Denied when the flow context is absent, unless DynamoDB or S3 decrypts at rest for the function.
-    assert denies[0]["Condition"]["Null"] == {condition_key: "true"}
-    via = json.dumps(denies[0]["Condition"]["StringNotEquals"]["kms:ViaService"])
-    assert "dynamodb." in via and "s3." in via
+    # the reasoning routes, and the jobs (the otlp_release job opens the OTLP spans that waited, sealed)
+    for fragment in ("Functionreasoning", "JobsFunction"):
+        statements = _key_statements(resources, _role_of(resources, fragment))
+        allows = [s for s in statements if s["Effect"] == "Allow" and condition_key in str(s.get("Condition"))]
+        assert [(sorted(s["Action"]), s["Condition"]) for s in allows] == [
+            (["kms:Decrypt", "kms:GenerateDataKey"], {"StringLike": {condition_key: "*"}})
+        ], fragment
+        denies = [s for s in statements if s["Effect"] == "Deny"]
+        assert len(denies) == 1 and denies[0]["Action"] == "kms:Decrypt", fragment
+        # Denied when the flow context is absent, unless DynamoDB or S3 decrypts at rest for the function.
+        assert denies[0]["Condition"]["Null"] == {condition_key: "true"}
+        via = json.dumps(denies[0]["Condition"]["StringNotEquals"]["kms:ViaService"])
+        assert "dynamodb." in via and "s3." in via
 
 
 def test_functions_that_do_not_seal_have_no_flow_context_grant(resources: dict[str, Any]) -> None:
-    for fragment in ("Functionresearch", "Functionaudit", "JobsFunction"):
+    for fragment in ("Functionresearch", "Functionaudit"):
         statements = _key_statements(resources, _role_of(resources, fragment))
         assert not any("kms:EncryptionContext" in str(s.get("Condition")) for s in statements), fragment

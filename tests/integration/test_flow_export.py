@@ -189,7 +189,9 @@ def test_outcome_min_confidence_and_limit(recorder: Recorder, services: Services
     assert len(list(whole.records())) == 4 and not whole.limit_reached
 
 
-def test_the_step_query_never_fetches_inputs_or_outputs(recorder: Recorder, services: Services) -> None:
+def test_the_step_query_never_fetches_inputs_or_outputs_but_a_tools_name(
+    recorder: Recorder, services: Services
+) -> None:
     recorder.flow(T0)
     requests: list[dict[str, Any]] = []
     services.aws.dynamodb.meta.events.register(
@@ -200,8 +202,14 @@ def test_the_step_query_never_fetches_inputs_or_outputs(recorder: Recorder, serv
     steps = [r for r in requests if r["TableName"] == services.aws.table_name("steps")]
     assert len(index) == 16  # one query per shard, no scan
     assert len(steps) == 1
-    fetched = set(steps[0]["ExpressionAttributeNames"].values())
-    assert not fetched & {"inputs", "outputs", "pii_fields"}
+    names = steps[0]["ExpressionAttributeNames"]
+    paths = {
+        ".".join(names[part] for part in path.strip().split("."))
+        for path in steps[0]["ProjectionExpression"].split(",")
+    }
+    assert not {path.split(".")[0] for path in paths} & {"outputs", "pii_fields"}
+    # of the inputs, only where a step names its tool in the clear: never a content
+    assert {path for path in paths if path.startswith("inputs")} == {"inputs.tool", "inputs.otel.tool"}
     assert not any(r["TableName"] == services.aws.table_name("flows") and "IndexName" not in r for r in requests)
 
 

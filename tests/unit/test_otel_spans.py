@@ -12,6 +12,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from flowledger.reasoning import otel
 from flowledger.reasoning.dataset import FlowRecord, read_records
+from flowledger.reasoning.export import tool_of
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DAG = FIXTURES / "otel" / "flows-dag.jsonl"
@@ -244,3 +245,32 @@ def test_every_request_names_the_service_the_project_and_one_scope() -> None:
     (scope,) = resource.scope_spans
     assert scope.scope.name == "flowledger.reasoning.otel"
     assert scope.schema_url == "https://opentelemetry.io/schemas/1.41.0"
+
+
+def test_a_tool_step_is_named_after_its_tool_as_the_conventions_say(dag: FlowRecord) -> None:
+    named = dag.model_copy(
+        update={
+            "steps": [
+                step.model_copy(update={"tool": "query_sql"}) if step.step_kind == "tool_call" else step
+                for step in dag.steps
+            ]
+        }
+    )
+    tools = [span for span in otel.flow_spans(named) if attrs(span).get("gen_ai.operation.name") == "execute_tool"]
+    assert tools and {span.name for span in tools} == {"execute_tool query_sql"}
+    assert {attrs(span)["gen_ai.tool.name"] for span in tools} == {"query_sql"}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "tool"),
+    [
+        ({"tool": "query_sql"}, "query_sql"),
+        ({"otel": {"span_id": "a1", "tool": "lookupOrder"}}, "lookupOrder"),
+        ({"tool": {"__sealed__": "v2", "ciphertext": "x"}}, None),  # a sealed value is never read
+        ({"tool": "DROP TABLE orders; --"}, None),  # free text is not a tool's name
+        ({}, None),
+    ],
+    ids=["named", "ingested", "sealed", "free-text", "none"],
+)
+def test_the_export_reads_a_tools_name_only_in_the_clear(inputs: dict[str, Any], tool: str | None) -> None:
+    assert tool_of({"inputs": inputs}) == tool

@@ -41,7 +41,7 @@ from flowledger.identity import Principal
 from flowledger.ids import crockford
 from flowledger.ledger.events import AuditEntry
 from flowledger.otlp.events import record_step
-from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, span_step
+from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, is_flow_span, span_step
 from flowledger.otlp.waiting import Waiting, WaitingRoom
 from flowledger.reasoning.guard import check_summary
 from flowledger.reasoning.models import MAX_PARENTS, MAX_STEP_PAYLOAD_BYTES, FlowStart, PiiFields, StepCreate
@@ -70,6 +70,7 @@ class FlowTally:
     waiting: int = 0  # held for a parent that has not arrived (otlp.waiting): taken, written later
     released: int = 0  # spans of earlier requests that waited for this one's, written now
     released_refused: int = 0  # of those, refused by the flow service (a closed or full flow)
+    flow_spans: int = 0  # a Flowledger export's own flow span: the flow itself, not a step
 
 
 @dataclass
@@ -145,6 +146,9 @@ def _spans_of(request: ExportTraceServiceRequest) -> Iterator[Item]:
         service = str(resource.get("service.name") or "unknown_service")
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                if is_flow_span(span):
+                    yield Item(f"span {span.span_id.hex()}", span.trace_id, _flow_itself, service, None)
+                    continue
                 yield Item(
                     f"span {span.span_id.hex() or '(no id)'}",
                     span.trace_id,
@@ -152,6 +156,14 @@ def _spans_of(request: ExportTraceServiceRequest) -> Iterator[Item]:
                     service,
                     attributes(span.attributes).get(PATIENT_ATTRIBUTE, resource.get(PATIENT_ATTRIBUTE)),
                 )
+
+
+class FlowItself(Exception):
+    """The span is the flow's own (``mapping.is_flow_span``): taken as the flow, not written as a step."""
+
+
+def _flow_itself() -> SpanStep:
+    raise FlowItself
 
 
 def _records_of(request: ExportLogsServiceRequest) -> Iterator[Item]:
@@ -177,6 +189,9 @@ def _ingest(services: Services, principal: Principal, items: Iterator[Item]) -> 
         done.spans += 1
         try:
             step = item.read()
+        except FlowItself:
+            done.flows.setdefault(flow_id_of(item.trace_id.hex()), FlowTally()).flow_spans += 1
+            continue
         except SpanRefused as exc:
             # counted in its trace's receipt when it names one
             named = len(item.trace_id) == 16 and any(item.trace_id)
@@ -246,6 +261,7 @@ def record_receipts(
                     "waiting": tally.waiting,
                     "released": tally.released,
                     "released_refused": tally.released_refused,
+                    "flow_spans": tally.flow_spans,
                 },
             )
         ).event_id
@@ -437,6 +453,7 @@ def _step_body(step: SpanStep, known: set[str]) -> StepCreate:
         ("model", step.model),
         ("input_tokens", step.input_tokens),
         ("output_tokens", step.output_tokens),
+        ("tool", step.tool),
         ("orphan_of", next((edge for edge in edges if edge not in known), None)),
     ):
         if value is not None:

@@ -30,6 +30,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from flowledger.reasoning.guard import check_summary
+from flowledger.reasoning.otel import span_id_of
 
 # Attribute values too long to be a name or a count are never facts.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/@+-]{0,63}$")
@@ -158,6 +159,7 @@ class SpanStep:
     agent: str
     summary: str  # safe facts only; passes the summary guard
     model: str | None = None
+    tool: str | None = None  # the tool a tool call ran, when the span names it
     input_tokens: int | None = None
     output_tokens: int | None = None
     latency_ms: int | None = None
@@ -187,15 +189,25 @@ def attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
     return {kv.key: value_of(kv.value) for kv in pairs}
 
 
+def is_flow_span(span: Span) -> bool:
+    """Whether ``span`` is a flow's own span from ``flows otel-export`` (its flow id, no step kind): it is the
+    flow the trace becomes, not one of its steps."""
+    keys = {item.key for item in span.attributes}
+    return "flowledger.flow.id" in keys and "flowledger.step.kind" not in keys
+
+
 def span_step(span: Span, resource: Mapping[str, Any]) -> SpanStep:
     """The step ``span`` is; :class:`SpanRefused` when it cannot be one."""
     trace_id, span_id = _id(span.trace_id, 16, "trace_id"), _id(span.span_id, 8, "span_id")
     parent = _id(span.parent_span_id, 8, "parent_span_id") if span.parent_span_id else None
     if parent == span_id:
         raise SpanRefused("the span is its own parent")
+    attrs = attributes(span.attributes)
+    exported_from = attrs.get("flowledger.flow.id")
+    if isinstance(exported_from, str) and parent == span_id_of(exported_from).hex():
+        parent = None  # under its flow's own span: a step without parents (flows otel-export's structure)
     if span.end_time_unix_nano and span.end_time_unix_nano < span.start_time_unix_nano:
         raise SpanRefused("the span ends before it starts")
-    attrs = attributes(span.attributes)
     links = tuple(
         link.span_id.hex() for link in span.links if link.trace_id == span.trace_id and len(link.span_id) == 8
     )
@@ -217,6 +229,7 @@ def span_step(span: Span, resource: Mapping[str, Any]) -> SpanStep:
         agent=agent,
         summary=summary_of(kind, span.name, attrs, model, tokens_in, tokens_out, failed),
         model=model,
+        tool=_name(attrs, "gen_ai.tool.name", "tool.name") if kind == "tool_call" else None,
         input_tokens=tokens_in,
         output_tokens=tokens_out,
         latency_ms=_latency(span, attrs),
@@ -332,6 +345,8 @@ def _latency(span: Span, attrs: Mapping[str, Any]) -> int | None:
     own = _count(attrs, "flowledger.step.latency_ms")
     if own is not None:
         return min(own, MAX_LATENCY_MS)
+    if attrs.get("flowledger.step.timing") == "estimated":
+        return None  # flows otel-export laid an unmeasured step out in time: its span's length was never measured
     if not span.start_time_unix_nano or not span.end_time_unix_nano:
         return None
     return min((span.end_time_unix_nano - span.start_time_unix_nano) // 1_000_000, MAX_LATENCY_MS)

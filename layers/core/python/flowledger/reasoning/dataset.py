@@ -55,6 +55,8 @@ HIDDEN_SUMMARY = "Summary withheld: it did not pass the summary guard"
 FlowId = Annotated[str, StringConstraints(strict=True, pattern=r"^fl_[0-9A-Z]{26}$")]
 # ledger.events.timestamp: UTC, microseconds, fixed width, so text order is time order.
 Timestamp = Annotated[str, StringConstraints(strict=True, pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")]
+# A tool as its step names it (an unsealed ``inputs.tool``): an identifier, never free text.
+ToolName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
 MAX_AGENTS = 64
 # A full flow fits: 20,000 steps of at most about 2.6 KB each as JSON (a 280-character summary, 16 parents).
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -84,6 +86,7 @@ class RecordStep(_Record):
     latency_ms: StrictInt | None = Field(None, ge=0, le=86_400_000)
     parent_step_ids: list[StepId] = Field(max_length=MAX_PARENTS)
     back_refs: RecordBackRefs
+    tool: ToolName | None = None  # the tool a tool step called, when the step names it
 
     @model_validator(mode="after")
     def _summary_is_safe_or_hidden(self) -> RecordStep:

@@ -18,6 +18,7 @@ record is logged by its ids, counted in ``skipped`` and passed over.
 from __future__ import annotations
 
 import heapq
+import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +43,7 @@ OUTCOME_FILTERS = (*FLOW_STATES, *OUTCOME_TYPES)
 INDEX_PAGE = 200  # items per index page: 16 pages in memory at most, a few hundred KB
 LOOKAHEAD = 4  # flows whose step queries are in flight at once
 # Attributes of a step the record reads; inputs, outputs and pii_fields are never fetched.
+TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")  # dataset.ToolName
 STEP_ATTRIBUTES = (
     "step_id",
     "step_kind",
@@ -198,12 +200,21 @@ class ClosedFlowReader:
         if flow.get("step_count") == 0:
             return []
         names = {f"#a{i}": name for i, name in enumerate(STEP_ATTRIBUTES)}
+        # and of the inputs only the tool's name, where a step keeps it (inputs.tool; inputs.otel.tool of an
+        # ingested span): never a content
+        tool_paths = "#in.#tool, #in.#otel.#tool"
         request = {
             "TableName": self._steps,
             "KeyConditionExpression": "#a_flow = :f",
-            "ExpressionAttributeNames": {**names, "#a_flow": "flow_id"},
+            "ExpressionAttributeNames": {
+                **names,
+                "#a_flow": "flow_id",
+                "#in": "inputs",
+                "#tool": "tool",
+                "#otel": "otel",
+            },
             "ExpressionAttributeValues": {":f": {"S": flow["flow_id"]}},
-            "ProjectionExpression": ", ".join(names),
+            "ProjectionExpression": ", ".join([*names, tool_paths]),
             # The close was seen through the index; the steps it counted were written before it.
             "ConsistentRead": True,
         }
@@ -233,6 +244,18 @@ def visible(summary: str) -> tuple[str, bool]:
     return (summary, False) if check_summary(summary).safe else (HIDDEN_SUMMARY, True)
 
 
+def tool_of(step: dict[str, Any]) -> str | None:
+    """The tool a step names in the clear (``inputs.tool``, or an ingested span's ``inputs.otel.tool``), else None.
+    A sealed value is a map, and a name that is not an identifier is not taken: neither is ever exported."""
+    inputs = step.get("inputs") or {}
+    facts = inputs.get("otel")
+    facts = facts if isinstance(facts, dict) else {}
+    for value in (inputs.get("tool"), facts.get("tool")):
+        if isinstance(value, str) and TOOL_NAME.match(value):
+            return value
+    return None
+
+
 def record_of(flow: dict[str, Any], steps: list[dict[str, Any]]) -> FlowRecord:
     """The dataset record of a closed flow (index values) and its projected steps (any order).
 
@@ -260,6 +283,7 @@ def record_of(flow: dict[str, Any], steps: list[dict[str, Any]]) -> FlowRecord:
                 "latency_ms": step.get("latency_ms"),
                 "parent_step_ids": list(step.get("parent_step_ids") or []),
                 "back_refs": {name: bool(refs.get(name)) for name in BACK_REFS},
+                "tool": tool_of(step),
             }
         )
     outcome = flow.get("outcome")

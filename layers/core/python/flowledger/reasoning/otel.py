@@ -225,7 +225,8 @@ def _step_span(
     if mapped.operation is None:
         name = step.step_kind
     elif mapped.operation == "execute_tool":
-        name = f"execute_tool {step.step_kind}"  # the record names no tool: the kind stands for it
+        # "execute_tool {gen_ai.tool.name}", as the conventions name it; the kind stands for a tool not named
+        name = f"execute_tool {step.tool or step.step_kind}"
     else:
         # chat and retrieval are named "{operation} {model | data source}"; the record knows neither.
         name = mapped.operation
@@ -244,7 +245,7 @@ def _step_span(
             {
                 "gen_ai.operation.name": mapped.operation,
                 "gen_ai.agent.name": step.agent,
-                "gen_ai.tool.name": step.step_kind if mapped.operation == "execute_tool" else None,
+                "gen_ai.tool.name": (step.tool or step.step_kind) if mapped.operation == "execute_tool" else None,
                 "openinference.span.kind": mapped.openinference_kind,
                 **common,
                 "flowledger.step.id": step.step_id,
