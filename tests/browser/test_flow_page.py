@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from flowledger.ids import new_id
+from flowledger.otlp.ingest import flow_id_of, step_id_of
 from tests.browser.conftest import PHONE, READY, Api, open_console, screenshot, serious_violations
 from tests.e2e.conftest import RunningServer
 
@@ -392,6 +393,56 @@ def test_step_details_show_inputs_outputs_and_open_a_sealed_field_on_request(
     expect(inputs.locator("[data-field='patient_name'] dd")).to_have_text(re.compile(re.escape(PHI) + "$"))
     assert len(sealed_reads) == 1
     screenshot(page, "flow-step-evidence")
+    assert serious_violations(page) == []
+
+
+def test_an_otlp_trace_opens_like_any_flow_and_its_tool_arguments_open_on_request(
+    page: Any, console_server: RunningServer, api: Api
+) -> None:
+    writer = api.token("otlp-flow-page", ["reasoning.write"])
+    trace_id, agent_span, tool_span = uuid.uuid4().hex, "aaa19b7ec3c1b174", "bbb19b7ec3c1b175"
+
+    def span(span_id: str, name: str, attributes: dict[str, str], parent: str = "") -> dict[str, Any]:
+        return {
+            "traceId": trace_id,
+            "spanId": span_id,
+            "parentSpanId": parent,
+            "name": name,
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000000400000000",
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+        }
+
+    spans = [
+        span(
+            tool_span,
+            "execute_tool lookup_patient",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup_patient",
+                "gen_ai.tool.call.arguments": f'{{"name": "{PHI}"}}',
+            },
+            parent=agent_span,
+        ),
+        span(
+            agent_span, "invoke_agent triage", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}
+        ),
+    ]
+    body = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
+    api.bearer("POST", "/api/otlp/v1/traces", writer, body, expect=200)
+    flow_id = flow_id_of(trace_id)
+
+    open_console(page, console_server, f"flows/{flow_id}")
+    assert page.locator("dl.grid [data-field='trigger_type'] dd").first.inner_text() == "otlp"
+    assert page.locator(".fg-node[data-step-id]").count() == 2  # the agent and its tool call, drawn
+    tool = step_id_of(trace_id, tool_span)
+    page.locator(f"tr[data-step-row='{tool}'] .row-button").click()
+    inputs = page.locator(".step-panel dl.fields[data-side='inputs']")
+    assert PHI not in page.content()  # the tool's arguments are sealed until an operator asks
+    with page.expect_response(lambda r: "/sealed?" in r.url) as opened:
+        inputs.locator("[data-field='gen_ai.tool.call.arguments'] button").click()
+    assert_signed_ok(opened.value)
+    expect(inputs.locator("[data-field='gen_ai.tool.call.arguments'] dd")).to_contain_text(PHI)
     assert serious_violations(page) == []
 
 

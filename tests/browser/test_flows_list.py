@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from flowledger.otlp.ingest import flow_id_of
 from tests.browser.conftest import PHONE, READY, Api, open_console, screenshot, serious_violations
 from tests.e2e.conftest import RunningServer
 
@@ -68,17 +69,53 @@ def test_the_landing_page_lists_the_newest_flows_with_a_link_to_each(
 
     row = page.locator(f"tr[data-flow-id='{first}']")
     cells = row.locator("td").all_inner_texts()
-    assert cells[0].splitlines() == ["Checked a lab trend", mine]
-    assert (cells[1], cells[3]) == ("completed", "1")
-    assert cells[2].startswith("recommendation_delivered")
-    assert cells[5].endswith(("ms", "s", "min"))
-    assert page.locator(f"tr[data-flow-id='{newest}'] td").nth(5).inner_text() == "running"
+    assert cells[0].splitlines() == ["Checked a lab trend", f"SDK {mine}"]  # written through the API
+    assert cells[1].splitlines() == ["researcher", "retrieval: Read the guidelines"]  # agents, first step
+    assert (cells[2], cells[4]) == ("completed", "1")
+    assert cells[3].startswith("recommendation_delivered")
+    assert cells[6].endswith(("ms", "s", "min"))
+    assert page.locator(f"tr[data-flow-id='{newest}'] td").nth(1).inner_text() == "no steps yet"
+    assert page.locator(f"tr[data-flow-id='{newest}'] td").nth(6).inner_text() == "running"
     assert row.get_by_role("link").get_attribute("href") == f"/console/flows/{first}"
     # The trace search and the open-by-id field are still on the page.
     assert page.get_by_role("search", name="Flows by trace").is_visible()
     assert page.get_by_role("button", name="Open flow").is_visible()
     assert serious_violations(page) == []
     screenshot(page, "flows-list")
+
+
+def test_an_otlp_trace_is_told_apart_by_its_service_agent_and_first_step(
+    page: Any, console_server: RunningServer, api: Api, writer: str
+) -> None:
+    service = f"bot-{uuid.uuid4().hex[:8]}"
+    trace_id = uuid.uuid4().hex
+    span = {
+        "traceId": trace_id,
+        "spanId": "eee19b7ec3c1b174",
+        "name": "execute_tool lookup_order",
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000500000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup_order"}},
+        ],
+    }
+    spans = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                "scopeSpans": [{"spans": [span]}],
+            }
+        ]
+    }
+    api.bearer("POST", "/api/otlp/v1/traces", writer, spans, expect=200)
+    flow_id = flow_id_of(trace_id)
+
+    open_console(page, console_server, "flows?trigger_type=otlp&limit=100")
+    cells = page.locator(f"tr[data-flow-id='{flow_id}'] td").all_inner_texts()
+    assert cells[0].splitlines() == [f"Trace from {service}", f"OTLP \u00b7 {service} otlp"]
+    assert cells[1].splitlines() == [service, "tool call: Tool lookup_order"]
+    assert serious_violations(page) == []
 
 
 def test_filters_go_in_the_address_and_narrow_the_list(

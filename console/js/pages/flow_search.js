@@ -320,7 +320,29 @@ function startedCell(flow) {
   return h("td", {}, h("time", { datetime: flow.created_at }, flow.created_at.replace("T", " ").replace(/\.\d+Z$/, "Z")), h("br"), h("span", { class: "muted" }, age(flow.created_at)));
 }
 
+/** Where a flow came from, in a word: chat, OTLP and the traces' service, an agent in process, or an SDK. */
+export function sourceOf(flow) {
+  if (flow.source === "otlp") return flow.source_service ? `OTLP · ${flow.source_service}` : "OTLP";
+  if (flow.trigger_type === "chat_turn") return "Chat";
+  if (flow.source === "agent") return "Agent";
+  if (flow.source === "api") return "SDK";
+  return ""; // a flow from before the source was kept
+}
+
+/** The agents and the first step: what tells apart flows whose triggers read alike (every chat turn's does). */
+function stepsCell(flow) {
+  const first = flow.first_step;
+  return h(
+    "td",
+    { class: "flow-first-step" },
+    (flow.agents || []).length ? h("span", {}, flow.agents.join(", ")) : h("span", { class: "muted" }, "no steps yet"),
+    first ? h("br") : null,
+    first ? h("span", { class: "muted" }, `${first.step_kind.replaceAll("_", " ")}: ${first.summary_text}`) : null,
+  );
+}
+
 function listRow(flow) {
+  const source = sourceOf(flow);
   return h(
     "tr",
     { dataset: { flowId: flow.flow_id } },
@@ -329,8 +351,11 @@ function listRow(flow) {
       {},
       h("a", { href: `/console/flows/${encodeURIComponent(flow.flow_id)}` }, flow.trigger_summary),
       h("br"),
+      source ? h("span", { class: "pill source" }, source) : null,
+      source ? " " : null,
       h("span", { class: "muted" }, flow.trigger_type),
     ),
+    stepsCell(flow),
     h("td", {}, h("span", { class: `pill ${STATE_PILL[flow.flow_state] || "warn"}` }, flow.flow_state)),
     h("td", {}, outcomeText(flow)),
     h("td", { class: "num" }, String(flow.step_count)),
@@ -368,7 +393,7 @@ async function listResults(values, limit, cursor, page) {
     "table",
     { class: "flow-list" },
     h("caption", { class: "visually-hidden" }, "Flows, newest first"),
-    h("thead", {}, h("tr", {}, ["Trigger", "State", "Outcome", "Steps", "Started", "Duration"].map((name) => h("th", { scope: "col" }, name)))),
+    h("thead", {}, h("tr", {}, ["Trigger", "Agents and first step", "State", "Outcome", "Steps", "Started", "Duration"].map((name) => h("th", { scope: "col" }, name)))),
     h("tbody", {}, flows.map(listRow)),
   );
   const count = `${plural(flows.length, "flow")} on this page, newest first.`;

@@ -41,7 +41,7 @@ from flowledger.identity import Principal
 from flowledger.ids import crockford
 from flowledger.ledger.events import AuditEntry
 from flowledger.otlp.events import record_step
-from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, is_flow_span, span_step
+from flowledger.otlp.mapping import SpanRefused, SpanStep, attributes, is_flow_span, safe_name, span_step
 from flowledger.otlp.waiting import Waiting, WaitingRoom
 from flowledger.reasoning.guard import check_summary
 from flowledger.reasoning.models import MAX_PARENTS, MAX_STEP_PAYLOAD_BYTES, FlowStart, PiiFields, StepCreate
@@ -287,7 +287,7 @@ def _open_flow(flows: FlowService, principal: Principal, flow_id: str, trace_id:
         raise InvalidInput(f"{PATIENT_ATTRIBUTE} is not a patient id") from None
     # An earlier request may have opened it; whether this caller may write to it, the steps' guard decides.
     with contextlib.suppress(Conflict):
-        flows.start_flow(principal, body)
+        flows.start_flow(principal, body, source="otlp", source_service=safe_name(origin.service))
 
 
 def _write_steps(

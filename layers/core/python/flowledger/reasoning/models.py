@@ -128,6 +128,17 @@ class Consent(BaseModel):
     changed_at: str | None = Field(None, description="when the patient last changed it; null if never")
 
 
+FlowSource = Literal["api", "agent", "otlp"]
+
+
+class FirstStep(BaseModel):
+    """A flow's first step, as the flows list shows it."""
+
+    step_kind: str
+    agent: str
+    summary_text: str
+
+
 class FlowView(BaseModel):
     flow_id: str
     trigger_type: str
@@ -144,6 +155,12 @@ class FlowView(BaseModel):
     abort_reason: str | None = None
     patient_safe_summary: bool | None = None
     dimensions_snapshot: Dimensions | None = None
+    # What wrote it (None for a flow from before this was kept): the API, an agent in process, or OTLP, with the
+    # traces' service.name; the agents that recorded its steps; its first step.
+    source: FlowSource | None = None
+    source_service: str | None = None
+    agents: list[str] = Field(default_factory=list)
+    first_step: FirstStep | None = None
 
 
 class StepView(BaseModel):

@@ -71,7 +71,7 @@ class InProcessTransport:
         self._principal = principal
 
     def start(self, body: dict[str, Any]) -> str:
-        return str(self._service.start_flow(self._principal, FlowStart(**body)).flow_id)
+        return str(self._service.start_flow(self._principal, FlowStart(**body), source="agent").flow_id)
 
     def steps(self, flow_id: str, bodies: list[dict[str, Any]]) -> None:
         self._service.add_steps(self._principal, flow_id, [StepCreate(**body) for body in bodies])

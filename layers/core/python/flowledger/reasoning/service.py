@@ -37,6 +37,7 @@ from flowledger.reasoning.models import (
     ConsentChange,
     FlowClose,
     FlowPage,
+    FlowSource,
     FlowStart,
     FlowView,
     InProgress,
@@ -101,8 +102,11 @@ class FlowService:
 
     # ---- writes ------------------------------------------------------------------------------
 
-    def start_flow(self, principal: Principal, body: FlowStart) -> FlowView:
-        """Open a flow (``reasoning.flow.started``)."""
+    def start_flow(
+        self, principal: Principal, body: FlowStart, source: FlowSource = "api", source_service: str | None = None
+    ) -> FlowView:
+        """Open a flow (``reasoning.flow.started``); ``source`` says what wrote it: the API (an SDK over HTTP), an
+        agent in process, or the OTLP receiver (``source_service``: the traces' ``service.name``)."""
         now = timestamp(self._s.clock())
         flow_id = body.flow_id or new_id("fl_")
         flow = FlowView(
@@ -111,10 +115,14 @@ class FlowService:
             created_by=principal.id,
             created_at=now,
             step_count=0,
+            source=source,
+            source_service=source_service,
             **body.model_dump(exclude={"flow_id"}),
         )
         # listing_year: the flows list's partition (by_listing, reasoning/listing.py).
-        item = items.to_item({**flow.model_dump(), "active_shard": _active_shard(flow_id), "listing_year": now[:4]})
+        # agents (a string set) and first_step are the steps' to add: the guard of each step write sets them
+        stored = flow.model_dump(exclude={"agents", "first_step"})
+        item = items.to_item({**stored, "active_shard": _active_shard(flow_id), "listing_year": now[:4]})
         refs = {k: v for k, v in (("trace_id", body.trace_id), ("patient_id", body.patient_id)) if v}
         try:
             self._s.ledger.append(
@@ -153,7 +161,7 @@ class FlowService:
         try:
             self._s.ledger.append(
                 self._step_entry(principal, flow_id, step_id, body),
-                [self._guard(principal, flow_id, 1, now, {body.agent}), record],
+                [self._guard(principal, flow_id, 1, now, {body.agent}, body), record],
             )
         except ConditionFailed as exc:
             if exc.index == 1:
@@ -216,7 +224,12 @@ class FlowService:
         puts = [self._step_item(principal, flow_id, s, b, at)[1] for (s, b), at in zip(steps, moments, strict=True)]
         self._s.ledger.append_all(
             [self._step_entry(principal, flow_id, step_id, body) for step_id, body in steps],
-            [self._guard(principal, flow_id, len(steps), moments[-1], {body.agent for _, body in steps}), *puts],
+            [
+                self._guard(
+                    principal, flow_id, len(steps), moments[-1], {body.agent for _, body in steps}, steps[0][1]
+                ),
+                *puts,
+            ],
         )
 
     def _step_item(
@@ -250,7 +263,9 @@ class FlowService:
         }
         return step, put
 
-    def _guard(self, principal: Principal, flow_id: str, count: int, now: str, agents: set[str]) -> dict[str, Any]:
+    def _guard(
+        self, principal: Principal, flow_id: str, count: int, now: str, agents: set[str], first: StepCreate
+    ) -> dict[str, Any]:
         """The flow's Update: active, this writer's, and room for ``count`` more steps.
 
         It adds the steps' ``agents`` to the flow's set, which the flows list filters by agent on.
@@ -259,12 +274,21 @@ class FlowService:
             "Update": {
                 "TableName": self._flows,
                 "Key": {"flow_id": {"S": flow_id}},
-                "UpdateExpression": "SET step_count = step_count + :n, last_step_at = :now ADD agents :agents",
+                # first_step: what the flows list shows of a flow besides its trigger (the first step written)
+                "UpdateExpression": "SET step_count = step_count + :n, last_step_at = :now, "
+                "first_step = if_not_exists(first_step, :first) ADD agents :agents",
                 "ConditionExpression": "flow_state = :active AND step_count <= :room AND created_by = :sub",
                 "ExpressionAttributeValues": {
                     ":n": {"N": str(count)},
                     ":now": {"S": now},
                     ":agents": {"SS": sorted(agents)},
+                    ":first": {
+                        "M": {
+                            "step_kind": {"S": first.step_kind},
+                            "agent": {"S": first.agent},
+                            "summary_text": {"S": first.summary_text},
+                        }
+                    },
                     ":active": {"S": "active"},
                     ":room": {"N": str(MAX_STEPS_PER_FLOW - count)},
                     ":sub": {"S": principal.id},
