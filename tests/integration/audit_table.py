@@ -844,6 +844,24 @@ OTLP_EVALUATION = {
 }
 OTLP_LOGS = Route("POST", "/api/otlp/v1/logs", WRITER, otlp_flow, OTLP_EVALUATION, note="an evaluation event")
 OTLP_RELEASE = Job("otlp_release", waiting_span, note="a span whose parent never came")
+
+
+def signed_otlp_flow(env: Env) -> Values:
+    """The OTLP trace written as the admin's flow, through the signed route."""
+    status, body = env.call("POST", "/admin/v1/otlp/v1/traces", ADMIN, OTLP_SPANS)
+    assert status == 200 and body == {}, body
+    return {"flow_id": flow_id_of(OTLP_TRACE_ID)}
+
+
+OTLP_SIGNED = Route(
+    "POST",
+    "/admin/v1/otlp/v1/traces",
+    ADMIN,
+    body=OTLP_SPANS,
+    found=lambda env, values: {"flow_id": flow_id_of(OTLP_TRACE_ID)},
+    note="SigV4",
+)
+OTLP_LOGS_SIGNED = Route("POST", "/admin/v1/otlp/v1/logs", ADMIN, signed_otlp_flow, OTLP_EVALUATION, note="SigV4")
 CLOSE = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, COMPLETED, note="qualifies", other=403)
 ABORT = Route("PATCH", "/api/reasoning/flows/{flow_id}", WRITER, active_flow, ABORTED, note="aborted")
 NARRATIVE = Route("GET", "/api/reasoning/flows/{flow_id}", PATIENT, readable_flow, other=403)
@@ -1013,6 +1031,11 @@ ROWS: list[Row] = [
     Row(OTLP_LOGS, "reasoning.step.created", FLOW, W),
     Row(OTLP_LOGS, "reasoning.otlp.received", FLOW, W),
     Row(OTLP_RELEASE, "reasoning.step.created", FLOW, W),
+    Row(OTLP_SIGNED, "reasoning.flow.started", FLOW, A),
+    Row(OTLP_SIGNED, "reasoning.step.created", FLOW, A, count=2),
+    Row(OTLP_SIGNED, "reasoning.otlp.received", FLOW, A),
+    Row(OTLP_LOGS_SIGNED, "reasoning.step.created", FLOW, A),
+    Row(OTLP_LOGS_SIGNED, "reasoning.otlp.received", FLOW, A),
     Row(CLOSE, "reasoning.flow.completed", FLOW, W),
     Row(CLOSE, "reasoning.pathway.extracted", PATHWAY_ID, W),
     Row(ABORT, "reasoning.flow.aborted", FLOW, W),

@@ -26,7 +26,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 
 from flowledger.api.access import needs_scope
 from flowledger.api.app import services_of
-from flowledger.api.principals import require_scope
+from flowledger.api.principals import iam_principal, require_scope
 from flowledger.api.routes import RAW_BODY_EXTENSION
 from flowledger.errors import MalformedBody
 from flowledger.identity import Principal
@@ -39,6 +39,9 @@ router = Router()
 
 TRACES_PATH = "/api/otlp/v1/traces"
 LOGS_PATH = "/api/otlp/v1/logs"
+# The same for the admin stage's IAM principals (SigV4, e.g. the ADOT collector's sigv4auth extension).
+ADMIN_TRACES_PATH = "/admin/v1/otlp/v1/traces"
+ADMIN_LOGS_PATH = "/admin/v1/otlp/v1/logs"
 # OTLP/JSON is protobuf's JSON mapping of the same messages (hex ids): described as objects, not field by field.
 _REQUEST_BODY = {
     "application/x-protobuf": {"type": "string", "format": "binary"},
@@ -103,9 +106,38 @@ def receive_logs() -> Response[bytes]:
     return _received(receive)
 
 
-def _received(receive: Callable[[Services, Principal, bytes, str | None, str | None], Answer]) -> Response[bytes]:
+@router.post(
+    ADMIN_TRACES_PATH,
+    summary="Receive OpenTelemetry spans signed with SigV4 (an IAM principal's agents): as the bearer route",
+    tags=["otlp"],
+    openapi_extensions={RAW_BODY_EXTENSION: _REQUEST_BODY},
+    responses=_RESPONSES,
+)
+def receive_traces_signed() -> Response[bytes]:
+    from flowledger.otlp.receiver import receive_traces as receive
+
+    return _received(receive, signed=True)
+
+
+@router.post(
+    ADMIN_LOGS_PATH,
+    summary="Receive OpenTelemetry log records signed with SigV4: as the bearer route",
+    tags=["otlp"],
+    openapi_extensions={RAW_BODY_EXTENSION: _REQUEST_BODY},
+    responses=_RESPONSES,
+)
+def receive_logs_signed() -> Response[bytes]:
+    from flowledger.otlp.receiver import receive_logs as receive
+
+    return _received(receive, signed=True)
+
+
+def _received(
+    receive: Callable[[Services, Principal, bytes, str | None, str | None], Answer], signed: bool = False
+) -> Response[bytes]:
     event = router.current_event.raw_event
-    principal = require_scope(event, "reasoning.write")
+    # the caller before anything of the body is read: a bearer token with reasoning.write, or an IAM principal
+    principal = iam_principal(event) if signed else require_scope(event, "reasoning.write")
     headers = _headers(event)
     answer = receive(
         services_of(router), principal, _raw_body(event), headers.get("content-type"), headers.get("content-encoding")
