@@ -252,3 +252,22 @@ def qualifying_flow() -> Callable[[str, str], FlowView]:
         )
 
     return make
+
+
+@pytest.fixture
+def request_of_a_trace() -> Iterator[Any]:
+    """One agent's trace as the OpenTelemetry SDK encodes it (tests/unit/test_otlp_ingest_mapping.agent_trace)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.unit.test_otlp_ingest_mapping import agent_trace
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent_trace(provider)
+    yield encode_spans(exporter.get_finished_spans())
+    provider.shutdown()

@@ -4,17 +4,12 @@ its edges, contents sealed, a replay written once, a bad span refused alone, and
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from flowledger.identity import Principal
 from flowledger.ledger.audit import checkpoints_of, verify_ledger
@@ -22,20 +17,10 @@ from flowledger.otlp.ingest import flow_id_of, ingest_traces, step_id_of
 from flowledger.otlp.release_job import release_job
 from flowledger.reasoning.service import FlowService
 from flowledger.services import Services
-from tests.unit.test_otlp_ingest_mapping import SECRET, agent_trace
+from tests.unit.test_otlp_ingest_mapping import SECRET
 
 AGENT = Principal(kind="user", id="agent-exporter", scopes=frozenset({"reasoning.write"}))
 OTHER = Principal(kind="user", id="agent-other", scopes=frozenset({"reasoning.write"}))
-
-
-@pytest.fixture
-def request_of_a_trace() -> Iterator[ExportTraceServiceRequest]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    agent_trace(provider)
-    yield encode_spans(exporter.get_finished_spans())
-    provider.shutdown()
 
 
 def spans_of(request: ExportTraceServiceRequest) -> list[Any]:
@@ -205,3 +190,23 @@ def test_a_span_past_a_steps_size_is_refused_alone(
     done = ingest_traces(services, AGENT, request_of_a_trace)
     assert done.recorded == 4
     assert len(done.refused) == 1 and done.refused[0].startswith(f"span {big.span_id.hex()}: its contents are")
+
+
+def test_a_span_waiting_for_its_parent_and_a_link_waits_for_each_in_turn(services: Services) -> None:
+    trace = bytes.fromhex("5b8efff798038103d269b633813fc60c")
+    a, b, c = (bytes.fromhex(f"{n}{n}{n}19b7ec3c1b174") for n in ("a", "b", "c"))
+
+    def one(span_id: bytes, parent: bytes = b"", link: bytes = b"") -> ExportTraceServiceRequest:
+        span = Span(trace_id=trace, span_id=span_id, parent_span_id=parent, name="step", start_time_unix_nano=1)
+        if link:
+            span.links.add(trace_id=trace, span_id=link)
+        return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])])
+
+    flow_id = flow_id_of(trace.hex())
+    assert ingest_traces(services, AGENT, one(c, parent=a, link=b)).flows[flow_id].waiting == 1
+    assert ingest_traces(services, AGENT, one(a)).flows[flow_id].released == 0  # c still waits, now for b
+    assert ingest_traces(services, AGENT, one(b)).flows[flow_id].released == 1
+    _, steps = FlowService(services).flow_with_steps(flow_id)
+    by_span = {step["inputs"]["otel"]["span_id"]: step for step in steps}
+    assert by_span[c.hex()]["parent_step_ids"] == [step_id_of(trace.hex(), a.hex()), step_id_of(trace.hex(), b.hex())]
+    assert raw_items(services, "otlp_waiting") == "[]"  # nothing waits, and the flow's marker is gone

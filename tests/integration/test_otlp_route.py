@@ -21,7 +21,6 @@ from flowledger.otlp.decode import MAX_BODY_BYTES
 from flowledger.otlp.ingest import flow_id_of
 from flowledger.reasoning.service import FlowService
 from flowledger.services import Services
-from tests.integration.test_otlp_ingest import request_of_a_trace  # noqa: F401 (fixture)
 
 WRITER = {"sub": "agent-exporter", "scope": "reasoning.write", "patient_id": ""}
 ADMIN_ARN = "arn:aws:iam::123456789012:role/collector"

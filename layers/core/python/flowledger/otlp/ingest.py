@@ -16,6 +16,7 @@ to the flow itself, with the missing parent's span id kept in its facts (``orpha
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 from collections import defaultdict
@@ -305,26 +306,21 @@ def _write_steps(
     trace = steps[0].trace_id
     here = {step.span_id for step in steps}
     outside = sorted({edge for step in steps for edge in _edges(step) if edge not in here})
-    held = flows.recorded_steps(flow_id, [step_id_of(trace, span_id) for span_id in outside])
-    known = here | {span_id for span_id in outside if step_id_of(trace, span_id) in held}
+    recorded = flows.recorded_steps(flow_id, [step_id_of(trace, span_id) for span_id in outside])
+    known = here | {span_id for span_id in outside if step_id_of(trace, span_id) in recorded}
     room, settings, now = WaitingRoom(services), services.settings, services.clock().timestamp()
     waiting = _to_hold(flows, flow_id, steps, known) if settings.otlp_parent_wait_seconds else {}
-    for step in _parents_first(steps):
-        if step.span_id in waiting:
-            room.hold(
-                flow_id,
-                Waiting(
-                    step,
-                    waiting[step.span_id],
-                    labels[step.span_id],
-                    principal,
-                    now + settings.otlp_parent_wait_seconds,
-                ),
-            )
-            tally.waiting += 1
+    release_at = now + settings.otlp_parent_wait_seconds
+    held = [
+        Waiting(step, waiting[step.span_id], labels[step.span_id], principal, release_at)
+        for step in _parents_first(steps)
+        if step.span_id in waiting
+    ]
+    room.hold(flow_id, held)
+    tally.waiting += len(held)
     writable = [step for step in steps if step.span_id not in waiting]
     _write(flows, principal, flow_id, writable, known - set(waiting), done, tally, labels)
-    release(flows, room, flow_id, now, tally)
+    release(flows, room, flow_id, now, tally, written={step.span_id for step in writable})
 
 
 def _to_hold(flows: FlowService, flow_id: str, steps: list[SpanStep], known: set[str]) -> dict[str, str]:
@@ -349,10 +345,15 @@ def _to_hold(flows: FlowService, flow_id: str, steps: list[SpanStep], known: set
     return waits({span_id for span_id in candidates if step_id_of(trace, span_id) in already})
 
 
-def release(flows: FlowService, room: WaitingRoom, flow_id: str, now: float, tally: FlowTally) -> None:
-    """Write every held span of the flow that can be now: its edges are recorded (or released with it), or its
-    wait is over (then under the flow itself, ``orphan_of`` its missing parent). Each is then forgotten."""
-    held = room.of_flow(flow_id)
+def release(
+    flows: FlowService, room: WaitingRoom, flow_id: str, now: float, tally: FlowTally, written: set[str] | None = None
+) -> None:
+    """Write the held spans of the flow that can be now: their edges are recorded (or released with them), or
+    their wait is over (then under the flow itself, ``orphan_of`` the missing parent). Each is then forgotten.
+
+    ``written``: the span ids a request just wrote; only the spans waiting for those (and for them) are read.
+    None (the job): every span the flow holds."""
+    held = room.of_flow(flow_id) if written is None else room.waiting_for(flow_id, written)
     if not held:
         return
     trace = held[0].step.trace_id
@@ -370,8 +371,6 @@ def release(flows: FlowService, room: WaitingRoom, flow_id: str, now: float, tal
             if waiting.release_at <= now or all(edge in known or edge in ready for edge in _edges(waiting.step)):
                 ready[span_id] = waiting
                 changed = True
-    if not ready:
-        return
     by_writer: dict[str, list[Waiting]] = defaultdict(list)
     for waiting in ready.values():
         by_writer[waiting.writer.id].append(waiting)
@@ -382,7 +381,17 @@ def release(flows: FlowService, room: WaitingRoom, flow_id: str, now: float, tal
         _write(flows, group[0].writer, flow_id, [w.step for w in group], known | set(ready), released, own, labels)
         tally.released += own.recorded + own.already_recorded
         tally.released_refused += own.refused
-        room.remove(flow_id, group)
+    # A span that still waits, now for another of its edges (its parent came, a link has not), is held under that
+    # one, keeping its time. Every span held for the parents read was read (a parent's spans come whole), so
+    # these are all that still wait for them.
+    still = [w for w in held if w.step.span_id not in ready]
+    moved = {
+        w.key: dataclasses.replace(w, parent=blocking)
+        for w in still
+        if (blocking := next((e for e in _edges(w.step) if e not in known and e not in ready), w.parent)) != w.parent
+    }
+    room.hold(flow_id, list(moved.values()))
+    room.remove(flow_id, [*ready.values(), *(w for w in still if w.key in moved)], [moved.get(w.key, w) for w in still])
 
 
 def _write(

@@ -7,15 +7,17 @@ flow's data key, together with its writer; so is a span whose parent is itself h
 taken in the answer and the receipt: they are not refused.
 
 A held span is written as soon as the request that brings its parent is written (that request releases
-every span of the flow that waited for what it recorded, and theirs in turn), or, once
-``FLOWLEDGER_OTLP_PARENT_WAIT_SECONDS`` have passed since it was first held, by the next request for its flow
-or the ``otlp_release`` job (every minute), under the flow itself with the missing parent's span id kept as
-``orphan_of``. Nothing leaves this table but by being written (or refused by the flow service, and said so),
+every span of the flow that waited for what it wrote, and theirs in turn: found through the flow's marker item,
+the set of span ids its held spans wait for, never by reading every held span), or, once
+``FLOWLEDGER_OTLP_PARENT_WAIT_SECONDS`` have passed since it was first held, by the ``otlp_release`` job (every
+minute), under the flow itself with the missing parent's span id kept as ``orphan_of``. A span whose parent came
+while a link has not waits on for the link. Nothing leaves this table but by being written (or refused by the flow service, and said so),
 and it has no TTL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ from flowledger.services import Services
 from flowledger.store.envelope import FieldRef
 
 TABLE = "otlp_waiting"
+# The flow's own item in the table: the set of span ids its held spans wait for (``parents``).
+MARKER = "#parents"
 MAX_DUE_FLOWS = 1_000  # flows one release job run takes; the next run takes the rest
 _TUPLES = ("linked_span_ids", "unmapped")
 
@@ -54,45 +58,77 @@ class WaitingRoom:
         self._db = services.aws.dynamodb
         self._table = services.aws.table_name(TABLE)
 
-    def hold(self, flow_id: str, waiting: Waiting) -> None:
-        """Hold a span; held again (an exporter's retry), it keeps the time it was first held."""
-        ref = FieldRef(flow_id, waiting.key, "waiting", "span")
-        sealed = self._s.sealer.seal(
-            {
-                "step": dataclasses.asdict(waiting.step),
-                "label": waiting.label,
-                "writer": waiting.writer.model_dump(mode="json", include={"kind", "id"}),
-            },
-            ref,
-        )
-        self._db.update_item(
-            TableName=self._table,
-            Key={"flow_id": {"S": flow_id}, "waiting_key": {"S": waiting.key}},
-            UpdateExpression="SET sealed = :sealed, release_at = if_not_exists(release_at, :release_at)",
-            ExpressionAttributeValues={
-                ":sealed": {"M": {k: {"S": v} for k, v in sealed.items()}},
-                ":release_at": {"N": repr(waiting.release_at)},
-            },
-        )
+    def hold(self, flow_id: str, held: list[Waiting]) -> None:
+        """Hold spans; held again (an exporter's retry), each keeps the time it was first held. The flow's marker
+        item gains the spans they wait for, so a request that writes one of those finds them in a few reads."""
+        for waiting in held:
+            ref = FieldRef(flow_id, waiting.key, "waiting", "span")
+            sealed = self._s.sealer.seal(
+                {
+                    "step": dataclasses.asdict(waiting.step),
+                    "label": waiting.label,
+                    "writer": waiting.writer.model_dump(mode="json", include={"kind", "id"}),
+                },
+                ref,
+            )
+            self._db.update_item(
+                TableName=self._table,
+                Key={"flow_id": {"S": flow_id}, "waiting_key": {"S": waiting.key}},
+                UpdateExpression="SET sealed = :sealed, release_at = if_not_exists(release_at, :release_at)",
+                ExpressionAttributeValues={
+                    ":sealed": {"M": {k: {"S": v} for k, v in sealed.items()}},
+                    ":release_at": {"N": repr(waiting.release_at)},
+                },
+            )
+        if held:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._marker(flow_id),
+                UpdateExpression="ADD parents :parents",
+                ExpressionAttributeValues={":parents": {"SS": sorted({waiting.parent for waiting in held})}},
+            )
+
+    def waiting_for(self, flow_id: str, written: set[str]) -> list[Waiting]:
+        """The spans that wait for one of ``written`` (span ids just written), and those that wait for them, and
+        so on: read by the marker's parents, never the whole flow's held spans."""
+        marker = self._db.get_item(TableName=self._table, Key=self._marker(flow_id), ConsistentRead=True)
+        awaited = set(marker.get("Item", {}).get("parents", {}).get("SS", []))
+        found: list[Waiting] = []
+        frontier, seen = written & awaited, set[str]()
+        while frontier:
+            seen |= frontier
+            children = [w for parent in sorted(frontier) for w in self._query(flow_id, f"{parent}#")]
+            found += children
+            frontier = {w.step.span_id for w in children} & awaited - seen
+        return found
+
+    def _marker(self, flow_id: str) -> dict[str, Any]:
+        return {"flow_id": {"S": flow_id}, "waiting_key": {"S": MARKER}}
 
     def of_flow(self, flow_id: str) -> list[Waiting]:
         """Every span the flow holds (a consistent read: a span held a moment ago is seen)."""
+        return self._query(flow_id, "")
+
+    def _query(self, flow_id: str, prefix: str) -> list[Waiting]:
         found: list[Waiting] = []
         request: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "flow_id = :flow",
-            "ExpressionAttributeValues": {":flow": {"S": flow_id}},
+            "KeyConditionExpression": "flow_id = :flow" + (" AND begins_with(waiting_key, :prefix)" if prefix else ""),
+            "ExpressionAttributeValues": {":flow": {"S": flow_id}, **({":prefix": {"S": prefix}} if prefix else {})},
             "ConsistentRead": True,
         }
         while True:
             page = self._db.query(**request)
-            found += [self._opened(flow_id, item) for item in page.get("Items", [])]
+            found += [
+                self._opened(flow_id, item) for item in page.get("Items", []) if item["waiting_key"]["S"] != MARKER
+            ]
             if "LastEvaluatedKey" not in page:
                 return found
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def remove(self, flow_id: str, written: list[Waiting]) -> None:
-        """Forget spans that were written (or refused): they wait no more."""
+    def remove(self, flow_id: str, written: list[Waiting], still: list[Waiting]) -> None:
+        """Forget spans that were written (or refused): they wait no more. ``still`` are the spans that go on
+        waiting: a parent none of them waits for leaves the marker."""
         for start in range(0, len(written), 25):  # BatchWriteItem takes 25 a request
             pending: dict[str, Any] = {
                 self._table: [
@@ -102,6 +138,23 @@ class WaitingRoom:
             }
             while pending:
                 pending = self._db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+        gone = {w.parent for w in written} - {w.parent for w in still}
+        if not gone:
+            return
+        left = self._db.update_item(
+            TableName=self._table,
+            Key=self._marker(flow_id),
+            UpdateExpression="DELETE parents :gone",
+            ExpressionAttributeValues={":gone": {"SS": sorted(gone)}},
+            ReturnValues="UPDATED_NEW",
+        )
+        if "parents" not in left.get("Attributes", {}):  # nothing waits in the flow: the marker goes too
+            with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):
+                self._db.delete_item(
+                    TableName=self._table,
+                    Key=self._marker(flow_id),
+                    ConditionExpression="attribute_not_exists(parents)",
+                )
 
     def due_flows(self, now: float) -> Iterator[str]:
         """Flows holding a span whose wait is over, each once, at most :data:`MAX_DUE_FLOWS`."""
