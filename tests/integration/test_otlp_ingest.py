@@ -210,3 +210,22 @@ def test_a_span_waiting_for_its_parent_and_a_link_waits_for_each_in_turn(service
     by_span = {step["inputs"]["otel"]["span_id"]: step for step in steps}
     assert by_span[c.hex()]["parent_step_ids"] == [step_id_of(trace.hex(), a.hex()), step_id_of(trace.hex(), b.hex())]
     assert raw_items(services, "otlp_waiting") == "[]"  # nothing waits, and the flow's marker is gone
+
+
+def test_more_children_than_a_request_writes_are_written_by_the_job_under_their_parent(
+    services: Services, request_of_a_trace: ExportTraceServiceRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("flowledger.otlp.ingest.MAX_RELEASED_PER_REQUEST", 3)
+    whole = ExportTraceServiceRequest()
+    whole.CopyFrom(request_of_a_trace)
+    root, children = children_first(request_of_a_trace)
+    flow_id = flow_id_of(root.trace_id.hex())
+    assert ingest_traces(services, AGENT, children).flows[flow_id].waiting == 4
+    keep_only(whole, {root.span_id})
+    assert ingest_traces(services, AGENT, whole).flows[flow_id].released == 3  # the rest is left to the job
+    assert release_job(services) == {"flows": 1, "released": 1, "refused": 0}  # at once, not after the wait
+    _, steps = FlowService(services).flow_with_steps(flow_id)
+    root_step = step_id_of(root.trace_id.hex(), root.span_id.hex())
+    assert sorted(step["parent_step_ids"] for step in steps) == [[]] + [[root_step]] * 4
+    assert raw_items(services, "otlp_waiting") == "[]"
+    assert release_job(services) == {"flows": 0, "released": 0, "refused": 0}

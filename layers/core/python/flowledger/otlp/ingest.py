@@ -54,6 +54,9 @@ MAX_ERROR_MESSAGE_CHARS = 4000  # partial_success.error_message: each refusal na
 FACTS = "otel"
 # What a retry of the whole request can fix: these end the request (429/503 with Retry-After), and the retry
 # writes nothing twice. Every other refusal is the span's own and is said in partial_success.
+# Held spans a request writes at most when their parent comes (a trace's children sent before its root may be
+# thousands); the otlp_release job writes the rest within a minute.
+MAX_RELEASED_PER_REQUEST = 1_000
 RETRIABLE = (LedgerContention, BacklogContention, UpstreamUnavailable, RateLimited)
 # The resource or span attribute naming the patient a trace is about (documented in docs/otlp.md).
 PATIENT_ATTRIBUTE = (
@@ -320,7 +323,8 @@ def _write_steps(
     tally.waiting += len(held)
     writable = [step for step in steps if step.span_id not in waiting]
     _write(flows, principal, flow_id, writable, known - set(waiting), done, tally, labels)
-    release(flows, room, flow_id, now, tally, written={step.span_id for step in writable})
+    if release(flows, room, flow_id, now, tally, written={step.span_id for step in writable}):
+        room.flag(flow_id, True)  # more were waiting than a request writes: the job goes on with them
 
 
 def _to_hold(flows: FlowService, flow_id: str, steps: list[SpanStep], known: set[str]) -> dict[str, str]:
@@ -347,15 +351,36 @@ def _to_hold(flows: FlowService, flow_id: str, steps: list[SpanStep], known: set
 
 def release(
     flows: FlowService, room: WaitingRoom, flow_id: str, now: float, tally: FlowTally, written: set[str] | None = None
-) -> None:
-    """Write the held spans of the flow that can be now: their edges are recorded (or released with them), or
-    their wait is over (then under the flow itself, ``orphan_of`` the missing parent). Each is then forgotten.
+) -> bool:
+    """Write up to :data:`MAX_RELEASED_PER_REQUEST` held spans of the flow that can be written now: their edges
+    are recorded (or released with them), or their wait is over (then under the flow itself, ``orphan_of`` the
+    missing parent). Each is then forgotten. Returns whether more may be (left to the ``otlp_release`` job).
 
     ``written``: the span ids a request just wrote; only the spans waiting for those (and for them) are read.
-    None (the job): every span the flow holds."""
-    held = room.of_flow(flow_id) if written is None else room.waiting_for(flow_id, written)
-    if not held:
-        return
+    None (the job): the spans waiting for any recorded span, else those whose wait is over."""
+    if written is None:
+        trace, awaited = room.awaited(flow_id)
+        stored = flows.recorded_steps(flow_id, [step_id_of(trace, p) for p in sorted(awaited)]) if trace else set()
+        written = {p for p in awaited if trace and step_id_of(trace, p) in stored}
+        held, more = room.waiting_for(flow_id, written, MAX_RELEASED_PER_REQUEST)
+        if not held:
+            held, more = room.due(flow_id, now, MAX_RELEASED_PER_REQUEST)
+    else:
+        held, more = room.waiting_for(flow_id, written, MAX_RELEASED_PER_REQUEST)
+    if held:
+        _release_held(flows, room, flow_id, held, now, tally, complete=not more)
+    return more
+
+
+def _release_held(
+    flows: FlowService,
+    room: WaitingRoom,
+    flow_id: str,
+    held: list[Waiting],
+    now: float,
+    tally: FlowTally,
+    complete: bool,
+) -> None:
     trace = held[0].step.trace_id
     edges = sorted({edge for waiting in held for edge in _edges(waiting.step)})
     stored = flows.recorded_steps(flow_id, [step_id_of(trace, edge) for edge in edges])
@@ -382,8 +407,7 @@ def release(
         tally.released += own.recorded + own.already_recorded
         tally.released_refused += own.refused
     # A span that still waits, now for another of its edges (its parent came, a link has not), is held under that
-    # one, keeping its time. Every span held for the parents read was read (a parent's spans come whole), so
-    # these are all that still wait for them.
+    # one, keeping its time.
     still = [w for w in held if w.step.span_id not in ready]
     moved = {
         w.key: dataclasses.replace(w, parent=blocking)
@@ -391,7 +415,12 @@ def release(
         if (blocking := next((e for e in _edges(w.step) if e not in known and e not in ready), w.parent)) != w.parent
     }
     room.hold(flow_id, list(moved.values()))
-    room.remove(flow_id, [*ready.values(), *(w for w in still if w.key in moved)], [moved.get(w.key, w) for w in still])
+    # Only when every span held for those parents was read does a parent no span waits for leave the marker.
+    room.remove(
+        flow_id,
+        [*ready.values(), *(w for w in still if w.key in moved)],
+        [moved.get(w.key, w) for w in still] if complete else None,
+    )
 
 
 def _write(

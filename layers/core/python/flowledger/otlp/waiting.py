@@ -11,7 +11,9 @@ every span of the flow that waited for what it wrote, and theirs in turn: found 
 the set of span ids its held spans wait for, never by reading every held span), or, once
 ``FLOWLEDGER_OTLP_PARENT_WAIT_SECONDS`` have passed since it was first held, by the ``otlp_release`` job (every
 minute), under the flow itself with the missing parent's span id kept as ``orphan_of``. A span whose parent came
-while a link has not waits on for the link. Nothing leaves this table but by being written (or refused by the flow service, and said so),
+while a link has not waits on for the link. A request writes at most ``MAX_RELEASED_PER_REQUEST`` held spans
+(a trace's 19,999 children sent before its root would not fit in one request's time) and flags the flow; the job
+writes the rest. Nothing leaves this table but by being written (or refused by the flow service, and said so),
 and it has no TTL.
 """
 
@@ -84,51 +86,96 @@ class WaitingRoom:
             self._db.update_item(
                 TableName=self._table,
                 Key=self._marker(flow_id),
-                UpdateExpression="ADD parents :parents",
-                ExpressionAttributeValues={":parents": {"SS": sorted({waiting.parent for waiting in held})}},
+                UpdateExpression="SET trace_id = :trace ADD parents :parents",
+                ExpressionAttributeValues={
+                    ":parents": {"SS": sorted({waiting.parent for waiting in held})},
+                    ":trace": {"S": held[0].step.trace_id},
+                },
             )
 
-    def waiting_for(self, flow_id: str, written: set[str]) -> list[Waiting]:
-        """The spans that wait for one of ``written`` (span ids just written), and those that wait for them, and
-        so on: read by the marker's parents, never the whole flow's held spans."""
-        marker = self._db.get_item(TableName=self._table, Key=self._marker(flow_id), ConsistentRead=True)
-        awaited = set(marker.get("Item", {}).get("parents", {}).get("SS", []))
+    def awaited(self, flow_id: str) -> tuple[str | None, set[str]]:
+        """The flow's trace id and the span ids its held spans wait for (its marker item)."""
+        item = self._db.get_item(TableName=self._table, Key=self._marker(flow_id), ConsistentRead=True).get("Item", {})
+        return item.get("trace_id", {}).get("S"), set(item.get("parents", {}).get("SS", []))
+
+    def waiting_for(self, flow_id: str, written: set[str], limit: int) -> tuple[list[Waiting], bool]:
+        """Up to ``limit`` spans that wait for one of ``written`` (span ids now written), or for those, and so
+        on: read by the marker's parents, never the whole flow's held spans; and whether more wait."""
+        _, awaited = self.awaited(flow_id)
         found: list[Waiting] = []
         frontier, seen = written & awaited, set[str]()
         while frontier:
             seen |= frontier
-            children = [w for parent in sorted(frontier) for w in self._query(flow_id, f"{parent}#")]
-            found += children
-            frontier = {w.step.span_id for w in children} & awaited - seen
-        return found
+            for parent in sorted(frontier):
+                children, more = self._query(flow_id, f"{parent}#", limit - len(found))
+                found += children
+                if more:
+                    return found, True
+            frontier = {w.step.span_id for w in found} & awaited - seen
+        return found, False
+
+    def due(self, flow_id: str, now: float, limit: int) -> tuple[list[Waiting], bool]:
+        """Up to ``limit`` of the flow's spans whose wait is over, and whether more are."""
+        return self._query(flow_id, "", limit, due_at=now)
+
+    def flag(self, flow_id: str, pending: bool) -> None:
+        """Mark the flow as holding spans a request could not release in its time (the job takes them), or not."""
+        if pending:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._marker(flow_id),
+                UpdateExpression="SET release_pending = :yes",
+                ExpressionAttributeValues={":yes": {"BOOL": True}},
+            )
+            return
+        with contextlib.suppress(self._db.exceptions.ConditionalCheckFailedException):  # no marker: nothing waits
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._marker(flow_id),
+                UpdateExpression="REMOVE release_pending",
+                ConditionExpression="attribute_exists(waiting_key)",
+            )
 
     def _marker(self, flow_id: str) -> dict[str, Any]:
         return {"flow_id": {"S": flow_id}, "waiting_key": {"S": MARKER}}
 
     def of_flow(self, flow_id: str) -> list[Waiting]:
         """Every span the flow holds (a consistent read: a span held a moment ago is seen)."""
-        return self._query(flow_id, "")
+        return self._query(flow_id, "", None)[0]
 
-    def _query(self, flow_id: str, prefix: str) -> list[Waiting]:
+    def _query(
+        self, flow_id: str, prefix: str, limit: int | None, due_at: float | None = None
+    ) -> tuple[list[Waiting], bool]:
         found: list[Waiting] = []
+        values: dict[str, Any] = {":flow": {"S": flow_id}}
         request: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "flow_id = :flow" + (" AND begins_with(waiting_key, :prefix)" if prefix else ""),
-            "ExpressionAttributeValues": {":flow": {"S": flow_id}, **({":prefix": {"S": prefix}} if prefix else {})},
+            "KeyConditionExpression": "flow_id = :flow",
             "ConsistentRead": True,
         }
+        if prefix:
+            request["KeyConditionExpression"] += " AND begins_with(waiting_key, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        if due_at is not None:
+            request["FilterExpression"] = "release_at <= :now"
+            values[":now"] = {"N": repr(due_at)}
+        request["ExpressionAttributeValues"] = values
         while True:
+            if limit is not None:
+                request["Limit"] = limit - len(found) + 1  # one more: whether more wait, without reading them
             page = self._db.query(**request)
-            found += [
-                self._opened(flow_id, item) for item in page.get("Items", []) if item["waiting_key"]["S"] != MARKER
-            ]
+            items = [item for item in page.get("Items", []) if item["waiting_key"]["S"] != MARKER]
+            if limit is not None and len(found) + len(items) > limit:
+                return found + [self._opened(flow_id, item) for item in items[: limit - len(found)]], True
+            found += [self._opened(flow_id, item) for item in items]
             if "LastEvaluatedKey" not in page:
-                return found
+                return found, False
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def remove(self, flow_id: str, written: list[Waiting], still: list[Waiting]) -> None:
-        """Forget spans that were written (or refused): they wait no more. ``still`` are the spans that go on
-        waiting: a parent none of them waits for leaves the marker."""
+    def remove(self, flow_id: str, written: list[Waiting], still: list[Waiting] | None) -> None:
+        """Forget spans that were written (or refused): they wait no more. ``still`` are all the spans that go on
+        waiting for the parents ``written`` waited for (None: not all were read): a parent none waits for leaves
+        the marker."""
         for start in range(0, len(written), 25):  # BatchWriteItem takes 25 a request
             pending: dict[str, Any] = {
                 self._table: [
@@ -138,7 +185,7 @@ class WaitingRoom:
             }
             while pending:
                 pending = self._db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-        gone = {w.parent for w in written} - {w.parent for w in still}
+        gone = {w.parent for w in written} - {w.parent for w in still} if still is not None else set()
         if not gone:
             return
         left = self._db.update_item(
@@ -157,11 +204,12 @@ class WaitingRoom:
                 )
 
     def due_flows(self, now: float) -> Iterator[str]:
-        """Flows holding a span whose wait is over, each once, at most :data:`MAX_DUE_FLOWS`."""
+        """Flows holding a span whose wait is over, or spans a request left to the job, each once, at most
+        :data:`MAX_DUE_FLOWS`."""
         seen: set[str] = set()
         request: dict[str, Any] = {
             "TableName": self._table,
-            "FilterExpression": "release_at <= :now",
+            "FilterExpression": "release_at <= :now OR attribute_exists(release_pending)",
             "ExpressionAttributeValues": {":now": {"N": repr(now)}},
             "ProjectionExpression": "flow_id",
         }
