@@ -28,6 +28,7 @@ BENCHMARKS = [
     "tabular.py",
     "continuity.py",
     "recorder.py",
+    "otlp.py",
     "flow_export.py",
     "console.py",
     "real_model.py",

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import itertools
 import json
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -802,11 +803,17 @@ OTLP = Route(
 )
 
 
-def otlp_flow(env: Env) -> Values:
-    """The OTLP trace written as WRITER's flow."""
-    status, body = env.call("POST", "/api/otlp/v1/traces", WRITER, OTLP_SPANS)
+def otlp_spans(trace_id: str) -> dict[str, Any]:
+    """The OTLP trace under another trace id: a flow of its own where rows share a store (the access matrix)."""
+    return json.loads(json.dumps(OTLP_SPANS).replace(OTLP_TRACE_ID, trace_id))
+
+
+def otlp_flow(env: Env, path: str = "/api/otlp/v1/traces", caller: Caller = WRITER) -> Values:
+    """A new OTLP trace written as the caller's flow."""
+    trace_id = uuid.uuid4().hex
+    status, body = env.call("POST", path, caller, otlp_spans(trace_id))
     assert status == 200 and body == {}, body
-    return {"flow_id": flow_id_of(OTLP_TRACE_ID)}
+    return {"flow_id": flow_id_of(trace_id), "trace_id": trace_id}
 
 
 def waiting_span(env: Env) -> Values:
@@ -827,7 +834,7 @@ OTLP_EVALUATION = {
                 {
                     "logRecords": [
                         {
-                            "traceId": OTLP_TRACE_ID,
+                            "traceId": "{trace_id}",
                             "spanId": "eee19b7ec3c1b175",
                             "eventName": "gen_ai.evaluation.result",
                             "attributes": [
@@ -847,18 +854,17 @@ OTLP_RELEASE = Job("otlp_release", waiting_span, note="a span whose parent never
 
 
 def signed_otlp_flow(env: Env) -> Values:
-    """The OTLP trace written as the admin's flow, through the signed route."""
-    status, body = env.call("POST", "/admin/v1/otlp/v1/traces", ADMIN, OTLP_SPANS)
-    assert status == 200 and body == {}, body
-    return {"flow_id": flow_id_of(OTLP_TRACE_ID)}
+    """A new OTLP trace written as the admin's flow, through the signed route."""
+    return otlp_flow(env, "/admin/v1/otlp/v1/traces", ADMIN)
 
 
+OTLP_SIGNED_TRACE_ID = "6c9f0008a9149214e37ac744924fd71d"
 OTLP_SIGNED = Route(
     "POST",
     "/admin/v1/otlp/v1/traces",
     ADMIN,
-    body=OTLP_SPANS,
-    found=lambda env, values: {"flow_id": flow_id_of(OTLP_TRACE_ID)},
+    body=otlp_spans(OTLP_SIGNED_TRACE_ID),
+    found=lambda env, values: {"flow_id": flow_id_of(OTLP_SIGNED_TRACE_ID)},
     note="SigV4",
 )
 OTLP_LOGS_SIGNED = Route("POST", "/admin/v1/otlp/v1/logs", ADMIN, signed_otlp_flow, OTLP_EVALUATION, note="SigV4")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,12 +24,11 @@ from flowledger.api.principals import client_principal, iam_principal
 from flowledger.api.request_text import parse_body, query_parameters, refuse_control_characters_in_query
 from flowledger.api.routes import RouteSpec, match_route
 from flowledger.errors import Forbidden, MalformedBody, PayloadTooLarge, UnsupportedMediaType
+from flowledger.json_depth import json_depth
 
 # Deeper than any body a route takes; deep enough that no legitimate client notices.
 MAX_JSON_DEPTH = 32
 JSON_MEDIA_TYPES = ("application/json",)
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
 
 
 def screen_request(event: dict[str, Any], routes: Iterable[RouteSpec], max_body_bytes: int) -> None:
@@ -99,19 +97,3 @@ def _body_bytes(event: dict[str, Any]) -> bytes:
 def _media_type(event: dict[str, Any]) -> str:
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
     return headers.get("content-type", "")
-
-
-def json_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in ``text``, counted without parsing it.
-
-    Strings are cut out first (they may hold brackets), then only brackets are visited: a body
-    nested 100,000 deep costs one pass instead of a ``RecursionError`` in the parser.
-    """
-    depth = deepest = 0
-    for match in _BRACKET.finditer(_STRING.sub('""', text)):
-        if match.group() in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest

@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from flowledger.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType
+from flowledger.json_depth import json_depth
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -32,6 +33,9 @@ JSON = "application/json"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # After gunzip: a small compressed body may not inflate without bound.
 MAX_DECODED_BYTES = 16 * 1024 * 1024
+# OTLP/JSON nests some ten levels to an attribute's value, and an AnyValue may nest arrays and maps in turn: deeper
+# than this is no exporter's (and would cost the parser a RecursionError).
+MAX_JSON_DEPTH = 64
 # The fields of OTLP's JSON that hold ids as hex, by the message path that leads to them.
 _TRACE_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 _LINK_ID_FIELDS = ("traceId", "spanId")
@@ -88,6 +92,8 @@ def encoded(message: Message, kind: str) -> bytes:
 
 
 def _parsed(message: Request, body: bytes, content_type: str | None, content_encoding: str | None, ids: Any) -> Request:
+    if len(body) > MAX_BODY_BYTES:  # first: an oversized body is 413 whatever else is wrong with it
+        raise PayloadTooLarge(f"an OTLP request may be {MAX_BODY_BYTES} bytes at most; this one is {len(body)}")
     kind = media_type(content_type)
     raw = inflated(body, content_encoding)
     if kind == PROTOBUF:
@@ -97,8 +103,14 @@ def _parsed(message: Request, body: bytes, content_type: str | None, content_enc
             raise MalformedBody("the body is not an OTLP protobuf export request") from None
         return message
     try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedBody("the body is not JSON") from None
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise MalformedBody(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
         raise MalformedBody("the body is not JSON") from None
     if not isinstance(document, dict):
         raise MalformedBody("an OTLP JSON export request is an object")

@@ -34,8 +34,9 @@ def receive_traces(
     services: Services, principal: Principal, body: bytes, content_type: str | None, content_encoding: str | None
 ) -> Answer:
     """Take one ``POST /v1/traces``: every span written or refused by name, and a receipt of the request."""
+    request = parse_traces(body, content_type, content_encoding)  # the size first, then the media type...
     kind = media_type(content_type)
-    done = ingest_traces(services, principal, parse_traces(body, content_type, content_encoding))
+    done = ingest_traces(services, principal, request)
     _account(services, principal, "traces", body, kind, done)
     response = ExportTraceServiceResponse()
     if done.refused:
@@ -49,8 +50,9 @@ def receive_logs(
     services: Services, principal: Principal, body: bytes, content_type: str | None, content_encoding: str | None
 ) -> Answer:
     """Take one ``POST /v1/logs``: every record written under its span or refused by name, and a receipt."""
+    request = parse_logs(body, content_type, content_encoding)
     kind = media_type(content_type)
-    done = ingest_logs(services, principal, parse_logs(body, content_type, content_encoding))
+    done = ingest_logs(services, principal, request)
     _account(services, principal, "logs", body, kind, done)
     response = ExportLogsServiceResponse()
     if done.refused:

@@ -62,36 +62,62 @@ class WaitingRoom:
 
     def hold(self, flow_id: str, held: list[Waiting]) -> None:
         """Hold spans; held again (an exporter's retry), each keeps the time it was first held. The flow's marker
-        item gains the spans they wait for, so a request that writes one of those finds them in a few reads."""
+        item gains the spans they wait for, so a request that writes one of those finds them in a few reads.
+
+        Batched: the times already held read 100 keys a request, the spans written 25 a request (a request of 512
+        children sent before their parent costs some 25 calls, not 512)."""
+        if not held:
+            return
+        first_held = self._held_since(flow_id, [waiting.key for waiting in held])
+        puts = []
         for waiting in held:
-            ref = FieldRef(flow_id, waiting.key, "waiting", "span")
             sealed = self._s.sealer.seal(
                 {
                     "step": dataclasses.asdict(waiting.step),
                     "label": waiting.label,
                     "writer": waiting.writer.model_dump(mode="json", include={"kind", "id"}),
                 },
-                ref,
+                FieldRef(flow_id, waiting.key, "waiting", "span"),
             )
-            self._db.update_item(
-                TableName=self._table,
-                Key={"flow_id": {"S": flow_id}, "waiting_key": {"S": waiting.key}},
-                UpdateExpression="SET sealed = :sealed, release_at = if_not_exists(release_at, :release_at)",
-                ExpressionAttributeValues={
-                    ":sealed": {"M": {k: {"S": v} for k, v in sealed.items()}},
-                    ":release_at": {"N": repr(waiting.release_at)},
-                },
-            )
-        if held:
-            self._db.update_item(
-                TableName=self._table,
-                Key=self._marker(flow_id),
-                UpdateExpression="SET trace_id = :trace ADD parents :parents",
-                ExpressionAttributeValues={
-                    ":parents": {"SS": sorted({waiting.parent for waiting in held})},
-                    ":trace": {"S": held[0].step.trace_id},
-                },
-            )
+            item = {
+                "flow_id": {"S": flow_id},
+                "waiting_key": {"S": waiting.key},
+                "sealed": {"M": {k: {"S": v} for k, v in sealed.items()}},
+                "release_at": {"N": first_held.get(waiting.key, repr(waiting.release_at))},
+            }
+            puts.append({"PutRequest": {"Item": item}})
+        for start in range(0, len(puts), 25):  # BatchWriteItem takes 25 a request
+            pending: dict[str, Any] = {self._table: puts[start : start + 25]}
+            while pending:
+                pending = self._db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+        self._db.update_item(
+            TableName=self._table,
+            Key=self._marker(flow_id),
+            UpdateExpression="SET trace_id = :trace ADD parents :parents",
+            ExpressionAttributeValues={
+                ":parents": {"SS": sorted({waiting.parent for waiting in held})},
+                ":trace": {"S": held[0].step.trace_id},
+            },
+        )
+
+    def _held_since(self, flow_id: str, keys: list[str]) -> dict[str, str]:
+        """The ``release_at`` of those of ``keys`` already held (an exporter's retry keeps its first time)."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 100):  # BatchGetItem takes 100 keys a request
+            pending: dict[str, Any] = {
+                self._table: {
+                    "Keys": [{"flow_id": {"S": flow_id}, "waiting_key": {"S": k}} for k in unique[start : start + 100]],
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "waiting_key, release_at",
+                }
+            }
+            while pending:
+                response = self._db.batch_get_item(RequestItems=pending)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    found[item["waiting_key"]["S"]] = item["release_at"]["N"]
+                pending = response.get("UnprocessedKeys") or {}
+        return found
 
     def awaited(self, flow_id: str) -> tuple[str | None, set[str]]:
         """The flow's trace id and the span ids its held spans wait for (its marker item)."""
