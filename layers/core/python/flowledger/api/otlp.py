@@ -12,8 +12,6 @@ with ``Retry-After`` only when the whole request may be retried (nothing is ever
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +26,7 @@ from flowledger.api.access import needs_scope
 from flowledger.api.app import services_of
 from flowledger.api.principals import iam_principal, require_scope
 from flowledger.api.routes import RAW_BODY_EXTENSION
-from flowledger.errors import MalformedBody
+from flowledger.api.screening import body_bytes
 from flowledger.identity import Principal
 from flowledger.services import Services
 
@@ -140,21 +138,10 @@ def _received(
     principal = iam_principal(event) if signed else require_scope(event, "reasoning.write")
     headers = _headers(event)
     answer = receive(
-        services_of(router), principal, _raw_body(event), headers.get("content-type"), headers.get("content-encoding")
+        services_of(router), principal, body_bytes(event), headers.get("content-type"), headers.get("content-encoding")
     )
     return Response(200, answer.content_type, answer.body)
 
 
 def _headers(event: dict[str, Any]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
-
-
-def _raw_body(event: dict[str, Any]) -> bytes:
-    """The body as the client sent it: API Gateway hands binary media types over base64-encoded."""
-    body = event.get("body") or ""
-    if not event.get("isBase64Encoded"):
-        return str(body).encode("utf-8", errors="surrogatepass")
-    try:
-        return base64.b64decode(body, validate=True)
-    except (binascii.Error, ValueError):
-        raise MalformedBody("the body is not valid base64") from None

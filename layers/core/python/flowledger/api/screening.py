@@ -43,7 +43,7 @@ def screen_request(event: dict[str, Any], routes: Iterable[RouteSpec], max_body_
     elif route.access is Access.IAM:
         iam_principal(event)
     if not route.raw_body:  # a raw body is checked by the route's own decoder, against its own limits
-        screen_body(_body_bytes(event), _media_type(event), max_body_bytes)
+        screen_body(body_bytes(event), _media_type(event), max_body_bytes)
     refuse_control_characters_in_query(query_parameters(event))
     _lowercase_media_type(event)
 
@@ -82,7 +82,8 @@ def screen_body(body: bytes, media_type: str, max_body_bytes: int) -> None:
         raise MalformedBody("the body is not valid JSON") from None
 
 
-def _body_bytes(event: dict[str, Any]) -> bytes:
+def body_bytes(event: dict[str, Any]) -> bytes:
+    """The body as the client sent it: API Gateway hands a binary one over base64-encoded."""
     body = event.get("body")
     if not body:
         return b""

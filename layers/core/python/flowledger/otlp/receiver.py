@@ -35,39 +35,41 @@ def receive_traces(
 ) -> Answer:
     """Take one ``POST /v1/traces``: every span written or refused by name, and a receipt of the request."""
     request = parse_traces(body, content_type, content_encoding)  # the size first, then the media type...
-    kind = media_type(content_type)
     done = ingest_traces(services, principal, request)
-    _account(services, principal, "traces", body, kind, done)
     response = ExportTraceServiceResponse()
     if done.refused:
         response.partial_success.CopyFrom(
             ExportTracePartialSuccess(rejected_spans=len(done.refused), error_message=done.error_message)
         )
-    return _answer(response, kind)
+    return _answered(services, principal, "traces", body, content_type, done, response)
 
 
 def receive_logs(
     services: Services, principal: Principal, body: bytes, content_type: str | None, content_encoding: str | None
 ) -> Answer:
     """Take one ``POST /v1/logs``: every record written under its span or refused by name, and a receipt."""
-    request = parse_logs(body, content_type, content_encoding)
-    kind = media_type(content_type)
-    done = ingest_logs(services, principal, request)
-    _account(services, principal, "logs", body, kind, done)
+    done = ingest_logs(services, principal, parse_logs(body, content_type, content_encoding))
     response = ExportLogsServiceResponse()
     if done.refused:
         response.partial_success.CopyFrom(
             ExportLogsPartialSuccess(rejected_log_records=len(done.refused), error_message=done.error_message)
         )
-    return _answer(response, kind)
+    return _answered(services, principal, "logs", body, content_type, done, response)
 
 
-def _account(services: Services, principal: Principal, signal: str, body: bytes, kind: str, done: Ingested) -> None:
+def _answered(
+    services: Services,
+    principal: Principal,
+    signal: str,
+    body: bytes,
+    content_type: str | None,
+    done: Ingested,
+    response: Message,
+) -> Answer:
+    """Receipt the request, count what was refused, and encode the answer in the request's media type."""
+    kind = media_type(content_type)  # the parse checked it already
     record_receipts(services, principal, signal, body, kind, done)
     dimensions = {"service": METRIC_SERVICE}
     services.metrics.emit(RECORDED_METRIC, done.recorded, "Count", dimensions)
     services.metrics.emit(REFUSED_METRIC, len(done.refused), "Count", dimensions)
-
-
-def _answer(response: Message, kind: str) -> Answer:
     return Answer(kind, encoded(response, kind))

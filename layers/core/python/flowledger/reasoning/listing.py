@@ -338,10 +338,9 @@ _FILTERS = (
 
 @dataclass(frozen=True)
 class _Listed:
-    """A flow read for a page: its view, and the set of agents that recorded its steps."""
+    """A flow read for a page: its view (with the agents that recorded its steps)."""
 
     view: FlowView
-    agents: frozenset[str]
 
     def matches(self, filters: FlowFilters) -> bool:
         """The filters, on the whole flow: those the index could not apply, and any it saw go stale."""
@@ -350,7 +349,7 @@ class _Listed:
             (filters.state is None or view.flow_state == filters.state)
             and (filters.trigger_type is None or view.trigger_type == filters.trigger_type)
             and (filters.outcome is None or (view.outcome is not None and view.outcome.type == filters.outcome))
-            and (filters.agent is None or filters.agent in self.agents)
+            and (filters.agent is None or filters.agent in view.agents)
         )
 
     def for_patient(self) -> PatientFlow:
@@ -368,7 +367,7 @@ class _Listed:
 
 
 def _listed(values: dict[str, Any]) -> _Listed:
-    return _Listed(FlowView.model_validate(values), frozenset(values.get("agents") or ()))
+    return _Listed(FlowView.model_validate(values))
 
 
 def _flow(item: dict[str, Any]) -> _Listed:
