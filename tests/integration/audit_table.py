@@ -1022,6 +1022,7 @@ BACKLOG_RECOUNT = Producer("BacklogStats.recount", backlog_recount, prepare=pend
 PATHWAY_RECOUNT = Producer("PathwayStats.recount", pathway_recount)
 
 FLOW, BACKLOG_ROW, PATHWAY_ID = "flow:{flow_id}", "backlog:{request_id}", "pathway:{pathway_id}"
+ANN = "patient:{ann}"  # the ledger names patient p-ann by her pseudonym (subjects/keys.py), never her id
 CHAT_RECORDER = "user:service:chat"
 CONSUMER, SWEEPER = "system:backlog_consumer", "system:backlog_stale_sweep"
 BACKFILLER, PATHWAY_DECAY = "system:pathway_embedding_backfill", "system:pathway_decay"
@@ -1047,8 +1048,8 @@ ROWS: list[Row] = [
     Row(ABORT, "reasoning.flow.aborted", FLOW, W),
     Row(ABORT, "reasoning.pathway.skipped", FLOW, W),
     Row(NARRATIVE, "patient.reasoning.flow.read", FLOW, P),
-    Row(MY_FLOWS, "patient.reasoning.flows.listed", "patient:p-ann", P),
-    Row(CONSENT, "reasoning.read_consent.changed", "patient:p-ann", P),
+    Row(MY_FLOWS, "patient.reasoning.flows.listed", ANN, P),
+    Row(CONSENT, "reasoning.read_consent.changed", ANN, P),
     Row(CONSENT_READ, None),
     Row(ME, None),
     Row(HEALTH, None),

@@ -62,7 +62,7 @@ def test_each_row_records_its_action_with_its_subject_and_actor(env: Env, row: R
     assert Counter(event.action for event in recorded) == recorded_by(row.trigger)
     if row.action is None:
         return
-    subject = row.subject.format(**values)
+    subject = row.subject.format(**values, ann=env.services.subject_keys.pseudonym("p-ann"))
     mine = [(event.subject, event.actor) for event in recorded if event.action == row.action]
     assert mine == [(subject, row.actor)] * row.count
     if row.count:

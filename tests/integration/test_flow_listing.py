@@ -285,7 +285,9 @@ def test_the_patient_list_is_consent_gated_audited_and_owned(call: Call, clock: 
     assert mine(call)[0] == 200
     events = [e for c in services.ledger.chain_ids() for e in services.ledger.read_chain(c)]
     listed = [e for e in events if e.action == "patient.reasoning.flows.listed"]
-    assert [(e.actor, e.subject) for e in listed] == [("user:u-ann", "patient:p-ann")] * 2
+    ann = services.subject_keys.pseudonym("p-ann")  # the ledger names a patient by pseudonym, never by id
+    assert [(e.actor, e.subject) for e in listed] == [("user:u-ann", f"patient:{ann}")] * 2
+    assert "p-ann" not in json.dumps([e.model_dump(mode="json") for e in events])
     assert SECRET not in json.dumps([e.model_dump(mode="json") for e in listed])
     # Another patient cannot page through this one's list, nor an operator's token read it.
     consent(call, OTHER_PATIENT)

@@ -57,6 +57,18 @@ class ConditionFailed(Conflict):
         self.index = index
 
 
+class SubjectErased(FlowledgerError):
+    """The subject's data was erased (``subjects/erasure.py``): what was asked for no longer exists, for good."""
+
+    code = "erased"
+
+
+class LegalHold(Conflict):
+    """A legal hold on the subject stops erasure until it is lifted; the message gives the hold's reason."""
+
+    code = "legal_hold"
+
+
 class UndecodableItem(Conflict):
     """A stored item no longer reads as what it should be: the request cannot go on until it is repaired.
 

@@ -17,6 +17,8 @@ from flowledger.store.envelope import FieldSealer
 
 if TYPE_CHECKING:
     from flowledger.llm.embeddings import EmbeddingModel
+    from flowledger.subjects.keys import SubjectKeys
+    from flowledger.subjects.sealing import SubjectSealer
 
 
 def utc_now() -> datetime:
@@ -51,8 +53,18 @@ class Services:
         return CheckpointSigner(self.aws.kms, settings.ledger_signing_key_id, settings.ledger_origin)
 
     @cached_property
-    def sealer(self) -> FieldSealer:
-        return FieldSealer(self.aws.kms, self.settings.data_key_id)
+    def subject_keys(self) -> SubjectKeys:
+        """Subjects' data keys and pseudonyms, and the fence an erasure raises."""
+        from flowledger.subjects.keys import SubjectKeys
+
+        return SubjectKeys(self)
+
+    @cached_property
+    def sealer(self) -> SubjectSealer:
+        """Seals step fields: under the flow's patient's own key (erasable), else under a data key per flow."""
+        from flowledger.subjects.sealing import SubjectSealer
+
+        return SubjectSealer(self, FieldSealer(self.aws.kms, self.settings.data_key_id), self.subject_keys)
 
 
 def build_services(settings: Settings, static_credentials: tuple[str, str] | None = None) -> Services:

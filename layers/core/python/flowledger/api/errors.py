@@ -26,6 +26,7 @@ STATUS_BY_ERROR: dict[type[errors.FlowledgerError], HTTPStatus] = {
     errors.Unauthenticated: HTTPStatus.UNAUTHORIZED,
     errors.Forbidden: HTTPStatus.FORBIDDEN,
     errors.NotFound: HTTPStatus.NOT_FOUND,
+    errors.SubjectErased: HTTPStatus.GONE,
     errors.Conflict: HTTPStatus.CONFLICT,
     errors.PayloadTooLarge: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     errors.MalformedBody: HTTPStatus.BAD_REQUEST,

@@ -37,6 +37,7 @@ from flowledger.store.cursors import decode_cursor, encode_cursor
 from flowledger.store.decoding import Skips, decoded, key_of
 from flowledger.store.paging import query_items, scan_items
 from flowledger.store.ratelimit import hit_rate_limit
+from flowledger.subjects import ERASED_AT
 
 # No flow before this year carries listing_year (the index came with the list): the walk stops here
 # unless the window's start is older.
@@ -161,7 +162,7 @@ class FlowListing:
             AuditEntry(
                 action="patient.reasoning.flows.listed",
                 actor=principal.actor,
-                subject=f"patient:{patient_id}",
+                subject=f"patient:{self._s.subject_keys.pseudonym(patient_id)}",
                 payload={"flows": len(flows), "first_page": cursor is None},
             )
         )
@@ -270,7 +271,8 @@ class FlowListing:
             for item in response.get("Responses", {}).get(self._flows, []):
                 stored[key_of(item, "flow_id")] = item
             pending = response.get("UnprocessedKeys") or {}
-        present = [stored[flow_id] for flow_id in ids if flow_id in stored]
+        # An erased flow's tombstone may linger in an index a moment after erasure: it is not listed.
+        present = [stored[flow_id] for flow_id in ids if flow_id in stored and ERASED_AT not in stored[flow_id]]
         return list(Skips("flows_list").readable(present, _flow))
 
 

@@ -17,6 +17,7 @@ from flowledger.errors import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    SubjectErased,
     UndecodableItem,
 )
 from flowledger.identity import Principal
@@ -57,6 +58,7 @@ from flowledger.store.decoding import DECODE_ERRORS, Skips, decoded, key_of, und
 from flowledger.store.envelope import FieldRef, is_sealed
 from flowledger.store.paging import query_items
 from flowledger.store.ratelimit import hit_rate_limit
+from flowledger.subjects import ERASED_AT, subject_id_of
 
 logger = logging.getLogger("flowledger.reasoning")
 
@@ -123,7 +125,11 @@ class FlowService:
         # agents (a string set) and first_step are the steps' to add: the guard of each step write sets them
         stored = flow.model_dump(exclude={"agents", "first_step"})
         item = items.to_item({**stored, "active_shard": _active_shard(flow_id), "listing_year": now[:4]})
-        refs = {k: v for k, v in (("trace_id", body.trace_id), ("patient_id", body.patient_id)) if v}
+        refs = {"trace_id": body.trace_id} if body.trace_id else {}
+        fence = []
+        if body.patient_id:  # the ledger names the patient by pseudonym; an erased patient takes no new flow
+            refs["patient"] = self._s.subject_keys.pseudonym(body.patient_id)
+            fence = [self._s.subject_keys.fence(subject_id_of(body.patient_id))]
         try:
             self._s.ledger.append(
                 AuditEntry(
@@ -140,10 +146,13 @@ class FlowService:
                             "Item": item,
                             "ConditionExpression": "attribute_not_exists(flow_id)",
                         }
-                    }
+                    },
+                    *fence,
                 ],
             )
-        except ConditionFailed:  # only a client-chosen id can already exist
+        except ConditionFailed as failed:  # only a client-chosen id can already exist
+            if failed.index == 1:
+                raise SubjectErased("this flow's patient was erased: no flow may name them again") from None
             raise Conflict(f"flow {flow_id} already exists") from None
         self._s.metrics.emit("reasoning.flow.started", 1, "Count", {"trigger_type": body.trigger_type})
         return flow
@@ -416,15 +425,22 @@ class FlowService:
         consent = Consent(
             patient_id=principal.patient_id, reasoning_read=body.reasoning_read, changed_at=timestamp(self._s.clock())
         )
-        self._s.ledger.append(
-            AuditEntry(
-                action="reasoning.read_consent.changed",
-                actor=principal.actor,
-                subject=f"patient:{principal.patient_id}",
-                payload={"reasoning_read": body.reasoning_read},
-            ),
-            [{"Put": {"TableName": self._consents, "Item": items.to_item(consent.model_dump())}}],
-        )
+        keys = self._s.subject_keys
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="reasoning.read_consent.changed",
+                    actor=principal.actor,
+                    subject=f"patient:{keys.pseudonym(principal.patient_id)}",
+                    payload={"reasoning_read": body.reasoning_read},
+                ),
+                [
+                    {"Put": {"TableName": self._consents, "Item": items.to_item(consent.model_dump())}},
+                    keys.fence(subject_id_of(principal.patient_id)),
+                ],
+            )
+        except ConditionFailed:  # only the fence has a condition
+            raise SubjectErased("your data was erased") from None
         return consent
 
     def read_consent(self, principal: Principal) -> Consent:
@@ -435,6 +451,7 @@ class FlowService:
         """
         if not principal.patient_id:
             raise Forbidden("only a patient's token can read reasoning.read consent")
+        self._s.subject_keys.require_live_patient(principal.patient_id)
         item = self._consent_item(principal.patient_id)
         if item is None:
             return Consent(patient_id=principal.patient_id, reasoning_read=False)
@@ -482,6 +499,7 @@ class FlowService:
         hit_rate_limit(
             self._s, f"narrative:{principal.patient_id}", NARRATIVE_READS_PER_WINDOW, NARRATIVE_WINDOW_SECONDS
         )
+        self._s.subject_keys.require_live_patient(principal.patient_id)
         flow = self._flow(flow_id)
         if flow.patient_id != principal.patient_id:
             raise Forbidden("this flow is not about you")
@@ -498,7 +516,7 @@ class FlowService:
                 action="patient.reasoning.flow.read",
                 actor=principal.actor,
                 subject=f"flow:{flow_id}",
-                refs={"patient_id": principal.patient_id},
+                refs={"patient": self._s.subject_keys.pseudonym(principal.patient_id)},
                 payload={"steps": len(steps)},
             )
         )
@@ -585,6 +603,8 @@ class FlowService:
         response = self._db.get_item(TableName=self._flows, Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
         if "Item" not in response:
             raise NotFound(f"no flow {flow_id}")
+        if ERASED_AT in response["Item"]:
+            raise SubjectErased(f"flow {flow_id} was erased with its patient's data")
         return decoded(response["Item"], FlowView.model_validate, f"flow {flow_id}", flow_id)
 
     def _step_records(self, flow_id: str) -> Iterator[dict[str, Any]]:

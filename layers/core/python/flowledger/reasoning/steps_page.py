@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from flowledger.errors import InvalidInput, NotFound
+from flowledger.errors import InvalidInput, NotFound, SubjectErased
 from flowledger.identity import Principal
 from flowledger.ledger.events import AuditEntry
 from flowledger.reasoning.dimensions import Dimensions, StepSignal, compute_dimensions
@@ -33,6 +33,7 @@ from flowledger.store.cursors import decode_cursor, encode_cursor
 from flowledger.store.decoding import DECODE_ERRORS, decoded, key_of, undecodable
 from flowledger.store.envelope import SEALED_MARKER, FieldRef, is_sealed
 from flowledger.store.paging import query_items
+from flowledger.subjects import ERASED_AT
 
 STEPS_BY_CREATED = "by_created"
 DEFAULT_STEPS_PAGE = 500
@@ -183,6 +184,8 @@ class FlowPageReader:
         response = self._db.get_item(TableName=self._flows, Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
         if "Item" not in response:
             raise NotFound(f"no flow {flow_id}")
+        if ERASED_AT in response["Item"]:
+            raise SubjectErased(f"flow {flow_id} was erased with its patient's data")
         return decoded(response["Item"], FlowView.model_validate, f"flow {flow_id}", flow_id)
 
     def _read_page(self, flow_id: str, limit: int, start: dict[str, Any] | None) -> AdminStepPage:

@@ -81,7 +81,7 @@ class FieldRef:
         return f"{self.flow_id}/{self.step_id}/{self.side}/{self.field}".encode()
 
 
-class _LruTtl(Generic[K, V]):
+class LruTtl(Generic[K, V]):
     """At most ``max_entries`` values, each for at most ``ttl`` seconds; the least recently used go first."""
 
     def __init__(self, max_entries: int, ttl: float) -> None:
@@ -104,6 +104,9 @@ class _LruTtl(Generic[K, V]):
         self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        self._entries.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -130,8 +133,8 @@ class FieldSealer:
         self._key_id = key_id
         self._monotonic = monotonic
         # Sealing: the current data key of each flow. Opening: plaintext keys by (encrypted key, flow).
-        self._current: _LruTtl[str, _DataKey] = _LruTtl(max_cached_keys, MAX_KEY_AGE_SECONDS)
-        self._opened: _LruTtl[tuple[bytes, str | None], bytes] = _LruTtl(max_cached_keys, MAX_KEY_AGE_SECONDS)
+        self._current: LruTtl[str, _DataKey] = LruTtl(max_cached_keys, MAX_KEY_AGE_SECONDS)
+        self._opened: LruTtl[tuple[bytes, str | None], bytes] = LruTtl(max_cached_keys, MAX_KEY_AGE_SECONDS)
         self._lock = threading.Lock()
 
     def cached_keys(self) -> tuple[int, int]:

@@ -24,3 +24,12 @@ def _pages(call: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if "LastEvaluatedKey" not in response:
             return
         page["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def batch_delete(db: Any, table: str, keys: list[dict[str, Any]]) -> int:
+    """Delete these items, 25 a ``BatchWriteItem`` (its limit), until none is left unprocessed; how many asked."""
+    for start in range(0, len(keys), 25):
+        pending: dict[str, Any] = {table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]}
+        while pending:
+            pending = db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    return len(keys)

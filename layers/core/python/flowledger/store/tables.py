@@ -123,6 +123,8 @@ TABLES: tuple[TableSpec, ...] = (
     # admin flow page reads them a page at a time (reasoning/steps_page.py).
     TableSpec("steps", Key("flow_id"), Key("step_id"), indexes=(Index("by_created", Key("flow_id"), _CREATED),)),
     TableSpec("consents", Key("patient_id")),
+    # Subjects (patients) by a digest of their id (subjects/): each one's data key, legal hold and erasure.
+    TableSpec("subjects", Key("subject_id"), Key("sk")),
     # OTLP spans waiting for a parent that has not arrived (otlp/waiting.py), each sealed whole. No TTL: a span
     # leaves only by being written, so nothing that was taken is ever dropped.
     TableSpec("otlp_waiting", Key("flow_id"), Key("waiting_key")),

@@ -1,0 +1,110 @@
+"""Sealing a flow's fields under its patient's own key, so erasing the patient leaves nothing readable.
+
+A field of a flow that names a patient is sealed as ``aes256gcm.v3``: AES-256-GCM under the subject's data
+key (``keys.py``), its associated data the field's place and the subject. The sealed record names the
+subject and carries no key: the only copy of the key is the subject's ``#key`` item, so deleting that item
+makes every such field, wherever a copy of it lies, noise. Fields of flows with no patient are sealed as
+before (``aes256gcm.v2``, a data key per flow carried in the field).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from flowledger.store.envelope import SEALED_MARKER, FieldRef, FieldSealer, LruTtl, SealedFieldError
+from flowledger.subjects import subject_id_of
+from flowledger.subjects.keys import SubjectKeys
+
+if TYPE_CHECKING:
+    from flowledger.services import Services
+
+FORMAT_V3 = "aes256gcm.v3"
+# A flow's patient never changes once it is opened, so what a process learns of it stays true.
+MAX_CACHED_FLOWS = 4096
+
+
+def associated_data(ref: FieldRef, subject_id: str) -> bytes:
+    """The AES-GCM associated data of a v3 field: its place and its subject, unambiguously."""
+    parts = {"v": 3, "flow_id": ref.flow_id, "step_id": ref.step_id, "side": ref.side, "field": ref.field}
+    return json.dumps({**parts, "subject": subject_id}, sort_keys=True, separators=(",", ":")).encode()
+
+
+class SubjectSealer:
+    """``FieldSealer``'s seal and open, with fields of a patient's flow sealed under the patient's key."""
+
+    def __init__(self, services: Services, fields: FieldSealer, keys: SubjectKeys) -> None:
+        self._s = services
+        self._fields = fields
+        self.keys = keys
+        self._flows: LruTtl[str, str] = LruTtl(MAX_CACHED_FLOWS, float("inf"))
+        self._lock = threading.Lock()
+
+    def cached_keys(self) -> tuple[int, int]:
+        return self._fields.cached_keys()
+
+    def seal(self, value: Any, ref: FieldRef) -> dict[str, str]:
+        """An opaque record of ``value`` that opens only at ``ref`` (and, for a patient's flow, only until erasure)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only steps with PII pay for it
+
+        subject_id = self.subject_of_flow(ref.flow_id)
+        if subject_id is None:
+            return self._fields.seal(value, ref)
+        key = self.keys.key(subject_id, create=True)
+        nonce = os.urandom(12)
+        data = json.dumps(value).encode()
+        ciphertext = AESGCM(key.plaintext).encrypt(nonce, data, associated_data(ref, subject_id))
+        return {
+            SEALED_MARKER: FORMAT_V3,
+            "subject": subject_id,
+            "nonce": base64.b64encode(nonce).decode(),
+            "ciphertext": base64.b64encode(ciphertext).decode(),
+        }
+
+    def open(self, sealed: dict[str, str], ref: FieldRef) -> Any:
+        """The value sealed at ``ref``: ``SubjectErased`` when its subject's key is gone, ``SealedFieldError`` when
+        it was sealed elsewhere or altered."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if sealed.get(SEALED_MARKER) != FORMAT_V3:
+            return self._fields.open(sealed, ref)
+        subject_id = sealed.get("subject")
+        try:
+            nonce, ciphertext = (base64.b64decode(sealed[part], validate=True) for part in ("nonce", "ciphertext"))
+        except (KeyError, TypeError, binascii.Error):
+            raise SealedFieldError(f"sealed field {ref} is malformed") from None
+        if not isinstance(subject_id, str) or subject_id != self.subject_of_flow(ref.flow_id):
+            raise SealedFieldError(f"sealed field {ref} names another subject than its flow's")
+        key = self.keys.key(subject_id, create=False)
+        try:
+            data = AESGCM(key.plaintext).decrypt(nonce, ciphertext, associated_data(ref, subject_id))
+        except (InvalidTag, ValueError):
+            raise SealedFieldError(
+                f"sealed field {ref} does not open: it was sealed for another step, side or field, or altered"
+            ) from None
+        return json.loads(data)
+
+    def subject_of_flow(self, flow_id: str) -> str | None:
+        """The subject of a flow's patient, None for a flow with no patient (or none stored yet)."""
+        with self._lock:
+            known = self._flows.get(flow_id, 0.0)
+        if known is not None:
+            return known or None
+        item = self._s.aws.dynamodb.get_item(
+            TableName=self._s.aws.table_name("flows"),
+            Key={"flow_id": {"S": flow_id}},
+            ConsistentRead=True,
+            ProjectionExpression="flow_id, patient_id",
+        ).get("Item")
+        if item is None:
+            return None  # not opened yet: learn it next time
+        patient_id = item.get("patient_id", {}).get("S")
+        subject_id = subject_id_of(patient_id) if patient_id else ""  # "": known to have no patient
+        with self._lock:
+            self._flows.put(flow_id, subject_id, 0.0)
+        return subject_id or None
