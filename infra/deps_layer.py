@@ -65,6 +65,7 @@ FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("base",),
     "audit": ("base",),
     "research": ("base",),
+    "subjects": ("base",),
     "reasoning": ("base", "pathways"),
     "jobs": ("base", "pathways"),
     "documents": ("base", "documents"),

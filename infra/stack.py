@@ -38,11 +38,16 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
     "audit": DataAccess(read_tables=("ledger", "ledger_tiles"), read_buckets=("checkpoints",), read_ledger_key=True),
     "reasoning": DataAccess(
-        write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways", "otlp_waiting"),
+        write_tables=("flows", "steps", "consents", "rate_limits", "ledger", "pathways", "otlp_waiting", "subjects"),
         read_buckets=("artifacts",),  # pathway snapshots
         seal_fields=True,
     ),
     "research": DataAccess(write_tables=("backlog", "backlog_tickets", "claims_review", "ledger")),
+    # Subjects, legal holds and erasure: the one function that may erase what the others wrote.
+    "subjects": DataAccess(
+        write_tables=("subjects", "flows", "steps", "otlp_waiting", "pathways", "consents", "rate_limits", "ledger"),
+        seal_fields=True,  # reads a subject's key for its pseudonym
+    ),
     # Workspaces and documents; a conversation upload claims its chat session's header (runs).
     "documents": DataAccess(
         write_tables=("workspaces", "documents", "runs", "knowledge", "ledger"),
@@ -70,6 +75,7 @@ JOBS_ACCESS = DataAccess(
         "claims_review",
         "pathways",
         "otlp_waiting",  # OTLP spans whose wait for a parent is over (otlp_release)
+        "subjects",  # a patient's span is sealed under the patient's key
     ),
     read_buckets=("checkpoints", "artifacts"),
     write_buckets=("checkpoints", "artifacts"),

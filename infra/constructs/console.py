@@ -37,7 +37,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, Node
 
-from flowledger.api.group_scopes import GROUP_DESCRIPTIONS, OPERATORS_GROUP, PATIENT_ID_ATTRIBUTE
+from flowledger.api.group_scopes import (
+    ERASURE_OFFICERS_GROUP,
+    GROUP_DESCRIPTIONS,
+    OPERATORS_GROUP,
+    PATIENT_ID_ATTRIBUTE,
+)
 from flowledger.local.console import SECURITY_HEADERS
 from infra.constructs.api import STAGE, Api
 from infra.constructs.domain import DOMAIN_CONTEXT, DomainSettings
@@ -49,6 +54,7 @@ from infra.constructs.waf import WAF_CONTEXT
 CONSOLE_ROOT = Path(__file__).resolve().parents[2] / "console"
 KEY_PREFIX = "console/"
 ADMIN_PATHS = "/admin/v1/*"
+ERASURE_PATH = "/admin/v1/subjects/*/erasure"  # erasing a subject: the erasure officers' role alone
 LOCAL_CONNECT_SRC = "connect-src 'self'"
 ISSUER_CONTEXT = "flowledger:tokenIssuer"
 CONSOLE_POOL_ISSUER = "console-pool"  # the authorizer trusts this stack's console user pool
@@ -373,30 +379,46 @@ class Console(Construct):
                 )
             ],
         )
+        signed_in = iam.FederatedPrincipal(
+            "cognito-identity.amazonaws.com",
+            conditions={
+                "StringEquals": {"cognito-identity.amazonaws.com:aud": self.identity_pool.ref},
+                "ForAnyValue:StringLike": {"cognito-identity.amazonaws.com:amr": "authenticated"},
+            },
+            assume_role_action="sts:AssumeRoleWithWebIdentity",
+        )
         self.operator_role = iam.Role(
             self,
             "OperatorRole",
-            description="Console operators (Cognito group operators): the /admin/v1 routes and nothing else",
+            description="Console operators (Cognito group operators): the /admin/v1 routes but erasure",
             max_session_duration=Duration.hours(1),
-            assumed_by=iam.FederatedPrincipal(
-                "cognito-identity.amazonaws.com",
-                conditions={
-                    "StringEquals": {"cognito-identity.amazonaws.com:aud": self.identity_pool.ref},
-                    "ForAnyValue:StringLike": {"cognito-identity.amazonaws.com:amr": "authenticated"},
-                },
-                assume_role_action="sts:AssumeRoleWithWebIdentity",
-            ),
+            assumed_by=signed_in,
         )
         admin_routes = rest_api.arn_for_execute_api("*", ADMIN_PATHS, STAGE)
         self.operator_role.add_to_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[admin_routes]))
+        erasure_route = rest_api.arn_for_execute_api("POST", ERASURE_PATH, STAGE)
+        self.operator_role.add_to_policy(
+            iam.PolicyStatement(effect=iam.Effect.DENY, actions=["execute-api:Invoke"], resources=[erasure_route])
+        )
+        self.erasure_officer_role = iam.Role(
+            self,
+            "ErasureOfficerRole",
+            description="Erasure officers (Cognito group erasure-officers): the /admin/v1 routes, erasure included",
+            max_session_duration=Duration.hours(1),
+            assumed_by=signed_in,
+        )
+        self.erasure_officer_role.add_to_policy(
+            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[admin_routes])
+        )
         api_id = Stack.of(self).get_logical_id(rest_api.node.default_child)  # type: ignore[arg-type]
         admin_finding = NagEnvironment.of(self).arn("execute-api", f"<{api_id}>/{STAGE}/*{ADMIN_PATHS}")
-        Validations.of(self.operator_role).acknowledge(
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{admin_finding}]",
-                reason="Every method of this API's /admin/v1 routes on its one stage, and no other route.",
+        for role in (self.operator_role, self.erasure_officer_role):
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{admin_finding}]",
+                    reason="Every method of this API's /admin/v1 routes on its one stage, and no other route.",
+                )
             )
-        )
         provider = f"{self.user_pool.user_pool_provider_name}:{self.client.user_pool_client_id}"
         cognito.CfnIdentityPoolRoleAttachment(
             self,
@@ -409,12 +431,16 @@ class Console(Construct):
                     identity_provider=provider,
                     ambiguous_role_resolution="Deny",
                     rules_configuration=cognito.CfnIdentityPoolRoleAttachment.RulesConfigurationTypeProperty(
-                        rules=[
+                        rules=[  # the first that matches: an erasure officer is often an operator too
                             cognito.CfnIdentityPoolRoleAttachment.MappingRuleProperty(
                                 claim="cognito:groups",
                                 match_type="Contains",
-                                value=OPERATORS_GROUP,
-                                role_arn=self.operator_role.role_arn,
+                                value=group,
+                                role_arn=role.role_arn,
+                            )
+                            for group, role in (
+                                (ERASURE_OFFICERS_GROUP, self.erasure_officer_role),
+                                (OPERATORS_GROUP, self.operator_role),
                             )
                         ]
                     ),

@@ -38,6 +38,7 @@ ENTRY_MODULES = {
     "core": ["flowledger.api.registry", "flowledger.api.core"],
     "audit": ["flowledger.api.registry", "flowledger.api.audit"],
     "research": ["flowledger.api.registry", "flowledger.api.research"],
+    "subjects": ["flowledger.api.registry", "flowledger.api.subjects"],
     "reasoning": [
         "flowledger.api.registry",
         "flowledger.api.reasoning",
@@ -60,6 +61,7 @@ NEVER_RUN = {
     "core": {"openai", "httpx"},
     "audit": {"openai", "httpx"},
     "research": {"openai", "httpx"},
+    "subjects": {"openai", "httpx"},
     "witness": {"openai", "httpx"},
     "documents": {"httpx"},  # it never embeds pathways (Voyage)
     # The research agents search the knowledge base (never convert a document: pypdf, openpyxl) and never

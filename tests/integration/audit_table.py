@@ -56,6 +56,7 @@ from flowledger.services import Services, bootstrap
 from flowledger.store.aws import AwsClients
 from flowledger.store.paging import scan_items
 from flowledger.store.provision import provision_all
+from flowledger.subjects import subject_id_of
 from tests.integration.provisioned import ProvisionedStates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -875,6 +876,38 @@ MY_FLOWS = Route("GET", "/api/reasoning/flows", PATIENT, readable_flow, note="th
 CONSENT = Route("PUT", "/api/reasoning/consent", PATIENT, body={"reasoning_read": True})
 CONSENT_READ = Route("GET", "/api/reasoning/consent", PATIENT, note="the patient's own choice")
 ADMIN_FLOW = Route("GET", "/admin/v1/reasoning/flows/{flow_id}", ADMIN, closed_flow)
+
+
+def ann_with_a_flow(env: Env) -> Values:
+    """Patient p-ann's closed flow (it seeded a pathway), and her subject id."""
+    return {**closed_flow(env), **ann(env)}
+
+
+def ann(env: Env) -> Values:
+    """Patient p-ann, by id and by subject id."""
+    return patient("p-ann")
+
+
+def patient(patient_id: str) -> Values:
+    return {"patient_id": patient_id, "subject_id": subject_id_of(patient_id)}
+
+
+def cara(env: Env) -> Values:
+    """A patient of her own for the hold rows: the access matrix's one deployment erases p-ann."""
+    return patient("p-cara")
+
+
+def dan_on_hold(env: Env) -> Values:
+    status, body = env.call("PUT", "/admin/v1/subjects/p-dan/hold", ADMIN, {"reason": "Litigation hold"})
+    assert status == 200, body
+    return patient("p-dan")
+
+
+SUBJECT = "/admin/v1/subjects/{patient_id}"
+SUBJECT_READ = Route("GET", SUBJECT, ADMIN, ann_with_a_flow, note="what is held")
+ERASURE = Route("POST", SUBJECT + "/erasure", ADMIN, ann_with_a_flow, {"reason": "gdpr_art17_request"})
+HOLD = Route("PUT", SUBJECT + "/hold", ADMIN, cara, {"reason": "Litigation hold"})
+HOLD_LIFT = Route("DELETE", SUBJECT + "/hold", ADMIN, dan_on_hold)
 STEPS_PAGE = Route("GET", "/admin/v1/reasoning/flows/{flow_id}/steps", ADMIN, closed_flow, query={"limit": "2"})
 SEALED_FIELD = Route(
     "GET",
@@ -1022,7 +1055,8 @@ BACKLOG_RECOUNT = Producer("BacklogStats.recount", backlog_recount, prepare=pend
 PATHWAY_RECOUNT = Producer("PathwayStats.recount", pathway_recount)
 
 FLOW, BACKLOG_ROW, PATHWAY_ID = "flow:{flow_id}", "backlog:{request_id}", "pathway:{pathway_id}"
-ANN = "patient:{ann}"  # the ledger names patient p-ann by her pseudonym (subjects/keys.py), never her id
+ANN = "patient:{ann}"
+SUBJECT_ID = "subject:{subject_id}"  # the ledger names patient p-ann by her pseudonym (subjects/keys.py), never her id
 CHAT_RECORDER = "user:service:chat"
 CONSUMER, SWEEPER = "system:backlog_consumer", "system:backlog_stale_sweep"
 BACKFILLER, PATHWAY_DECAY = "system:pathway_embedding_backfill", "system:pathway_decay"
@@ -1051,6 +1085,14 @@ ROWS: list[Row] = [
     Row(MY_FLOWS, "patient.reasoning.flows.listed", ANN, P),
     Row(CONSENT, "reasoning.read_consent.changed", ANN, P),
     Row(CONSENT_READ, None),
+    # subjects (the subjects function); the erasure records each flow's tombstone on the flow
+    Row(SUBJECT_READ, None),
+    Row(ERASURE, "admin.subject.erasure_started", SUBJECT_ID, A),
+    Row(ERASURE, "admin.subject.key_destroyed", SUBJECT_ID, A),
+    Row(ERASURE, "admin.subject.flow_erased", FLOW, A),
+    Row(ERASURE, "admin.subject.erased", SUBJECT_ID, A),
+    Row(HOLD, "admin.subject.hold_placed", SUBJECT_ID, A),
+    Row(HOLD_LIFT, "admin.subject.hold_lifted", SUBJECT_ID, A),
     Row(ME, None),
     Row(HEALTH, None),
     # chat (the chat app); a recorded turn is written by the chat service's own principal

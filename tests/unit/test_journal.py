@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flowledger.errors import ConfigurationError
+from flowledger.local import journal as journal_module
 from flowledger.local.journal import FaultInjection, Journal, frame, scan, segment_numbers, segment_path
 
 
@@ -129,3 +130,17 @@ def test_group_commit_fsyncs_once_for_writers_waiting_together(tmp_path: Path) -
     assert journal.synced == journal.written == total
     assert len(calls) == journal.fsyncs < total / 2  # grouped: far fewer flushes than writes
     assert len(scan(tmp_path, 1).payloads) == total
+
+
+def test_dropping_segments_syncs_the_directory_after_the_unlinks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = written(tmp_path, [b"one"])
+    journal.rotate()
+    synced: list[list[int]] = []
+    monkeypatch.setattr(journal_module, "_sync_directory", lambda directory: synced.append(segment_numbers(directory)))
+    journal.drop_before(2)
+    assert synced == [[2]]  # once the old segment is gone: until then a crash could bring it back
+    journal.drop_before(2)
+    assert synced == [[2]]  # nothing dropped, nothing to sync
+    journal.close()

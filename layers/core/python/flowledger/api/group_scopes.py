@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 OPERATORS_GROUP = "operators"
+# Operators who may also erase a subject: the one route the operators' role is denied.
+ERASURE_OFFICERS_GROUP = "erasure-officers"
 PATIENTS_GROUP = "patients"
 CHAT_USERS_GROUP = "chat-users"
 # The user attribute an operator sets when inviting a patient; the app client may read it, never write it.
@@ -18,13 +20,15 @@ PATIENT_ID_ATTRIBUTE = "custom:patient_id"
 GROUP_SCOPES: Mapping[str, tuple[str, ...]] = {
     # Operators sign the /admin/v1 calls with IAM credentials from the identity pool: no bearer scope.
     OPERATORS_GROUP: (),
+    ERASURE_OFFICERS_GROUP: (),
     # A patient reads the explanations of their own flows and sets their consent to read them.
     PATIENTS_GROUP: ("reasoning.read",),
     # The chat, and the workspaces and documents a conversation grounds on.
     CHAT_USERS_GROUP: ("chat", "documents"),
 }
 GROUP_DESCRIPTIONS: Mapping[str, str] = {
-    OPERATORS_GROUP: "May call the /admin/v1 routes through the console's identity pool",
+    OPERATORS_GROUP: "May call the /admin/v1 routes through the console's identity pool, but erase no subject",
+    ERASURE_OFFICERS_GROUP: "The operators' routes and also POST /admin/v1/subjects/{patient_id}/erasure",
     PATIENTS_GROUP: "Bearer scope reasoning.read: their own explanations and consent (needs custom:patient_id)",
     CHAT_USERS_GROUP: "Bearer scopes chat and documents",
 }

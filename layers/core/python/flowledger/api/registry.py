@@ -27,6 +27,7 @@ CAPABILITY_MODULES: dict[str, tuple[str, ...]] = {
         "flowledger.api.otlp",
     ),
     "research": ("flowledger.api.research",),
+    "subjects": ("flowledger.api.subjects",),
     "documents": ("flowledger.api.workspaces", "flowledger.api.documents"),
 }
 

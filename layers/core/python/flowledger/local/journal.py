@@ -279,10 +279,18 @@ class Journal:
         return self.segment
 
     def drop_before(self, segment: int) -> None:
-        """Delete the segments a durable snapshot covers (numbered below ``segment``)."""
+        """Delete the segments a durable snapshot covers (numbered below ``segment``), durably.
+
+        The directory is synced too: until it is, a crash could bring a deleted segment back, and with it
+        every value it held (an erasure relies on their being gone).
+        """
+        dropped = False
         for number in segment_numbers(self.directory):
             if number < segment:
                 segment_path(self.directory, number).unlink(missing_ok=True)
+                dropped = True
+        if dropped:
+            _sync_directory(self.directory)
 
     def close(self) -> None:
         self._sync_lock.acquire()

@@ -8,6 +8,9 @@ starts a new journal segment at the fork and deletes the older ones once its fil
 
 A restart loads the snapshot and replays the journal segments it does not cover: the store holds
 every write that was answered 2xx, and at most some that were not yet answered when the process died.
+
+``compact`` leaves on disk only what the store holds now: after an erasure's deletes, no journal segment,
+snapshot or snapshot in progress from before them is left holding the erased values.
 """
 
 from __future__ import annotations
@@ -25,9 +28,19 @@ from flowledger.local import fork_snapshot, journal_effects
 from flowledger.local.durability import Durability, refuse
 from flowledger.local.fork_snapshot import PendingSnapshot
 from flowledger.local.journal import FaultInjection, Journal, scan, segment_numbers
-from flowledger.local.moto_state import SnapshotInfo, StateCounts, count_state, journal_from, load_state
+from flowledger.local.moto_state import (
+    SnapshotInfo,
+    StateCounts,
+    count_state,
+    journal_from,
+    load_state,
+    remove_temporary_files,
+)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+# How long a compaction waits for the snapshots forked before its own (each pickles the whole store: a few
+# seconds for a large one); past it the compaction fails, and the erasure that asked for it is retried.
+COMPACT_WAIT_SECONDS = 60.0
 logger = logging.getLogger("flowledger.local")
 
 
@@ -80,6 +93,9 @@ class JournaledStore:
         self._saved_changes: int | None = None
         # Per child: its number, the failure count when it forked, and whether the store was failing then.
         self._pending_meta: dict[int, tuple[int, int, bool]] = {}
+        # Snapshots begun and not yet published, discarded or failed: number -> their temporary file.
+        self._unfinished: dict[int, Path] = {}
+        self._finished = threading.Condition()
 
     # -- requests -----------------------------------------------------------------------------------------
 
@@ -167,6 +183,8 @@ class JournaledStore:
             raise
         self._begun += 1
         self._pending_meta[pending.pid] = (self._begun, failures, was_failing)
+        with self._finished:
+            self._unfinished[self._begun] = pending.temporary
         return pending
 
     def _finish_snapshot(self, pending: PendingSnapshot) -> int:
@@ -184,9 +202,42 @@ class JournaledStore:
         except OSError as exc:
             self.durability.fail(f"could not write the snapshot {self.state_file}", exc)
             raise
+        finally:
+            with self._finished:
+                del self._unfinished[number]
+                self._finished.notify_all()
         if was_failing:
             self.durability.recover(failures)  # it holds everything: no write ran since the failure
         return size
+
+    def compact(self, wait_seconds: float = COMPACT_WAIT_SECONDS) -> SnapshotInfo:
+        """Leave on disk only the store as it is now: call it after an erasure's deletes were answered.
+
+        A snapshot is forked and published (or a newer one was, which holds all it does), which deletes
+        every journal segment before it; every snapshot forked before it is waited for (published or
+        discarded, its file is gone); then every temporary snapshot file no snapshot in progress writes
+        is deleted, and each deletion made durable. Raises ``OSError`` when it cannot be done
+        (``TimeoutError`` when an older snapshot is still running after ``wait_seconds``).
+        """
+        with self._served.lock:
+            changes = self._served.changes
+            counts = count_state()
+            pending = self._begin_snapshot()
+            number = self._begun
+        size = self._finish_snapshot(pending)
+        self._saved_changes = changes
+
+        def none_older() -> bool:
+            return all(begun > number for begun in self._unfinished)
+
+        with self._finished:
+            if not self._finished.wait_for(none_older, timeout=wait_seconds):
+                raise TimeoutError(f"a snapshot begun before the compaction still runs after {wait_seconds:g} s")
+        with self._served.lock:  # no snapshot begins meanwhile: every other temporary file is stale
+            with self._finished:
+                in_progress = list(self._unfinished.values())
+            remove_temporary_files(self.state_file, keep=in_progress)
+        return SnapshotInfo(path=self.state_file, counts=counts, written=True, size_bytes=size)
 
     # -- restart ------------------------------------------------------------------------------------------
 
@@ -197,6 +248,10 @@ class JournaledStore:
         journal (a torn last record is not damage: it is dropped).
         """
         with self._served.lock:
+            with self._finished:
+                in_progress = list(self._unfinished.values())
+            # Only this server uses the directory (its lock): any other is a crashed or killed one's leftover.
+            remove_temporary_files(self.state_file, keep=in_progress)
             counts = load_state(self.state_file)
             first = (journal_from(self.state_file) if counts is not None else None) or 1
             found = scan(self.journal.directory, first)

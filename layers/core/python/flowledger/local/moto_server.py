@@ -9,10 +9,16 @@ The same lock makes snapshots of the store consistent: ``snapshot`` pickles the 
 request is inside moto, and skips the file when no request that may write came in since the last one.
 With a journal (``use_journal``, what ``flowledger serve`` does), every write is journaled before it
 is answered and snapshots are forked (``journaled_store``).
+
+``POST /_flowledger/compact`` (``COMPACT_PATH``), from this machine only, is the server's own: it is never
+passed to moto nor journaled. It answers ``{"compacted": true}`` once the files hold only the store as it
+is now (``LockedMotoServer.compact``): what ``flowledger.store.compaction`` asks for after an erasure.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -27,12 +33,21 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from flowledger.local import moto_kms_ed25519, moto_reads, moto_responses, moto_state, moto_transactions
+from flowledger.local import (
+    moto_kms_ed25519,
+    moto_reads,
+    moto_responses,
+    moto_s3_erasure,
+    moto_state,
+    moto_transactions,
+)
 from flowledger.local.durability import Durability
 from flowledger.local.journal import FaultInjection
 from flowledger.local.journaled_store import JournaledStore, Restored
 from flowledger.local.moto_state import SnapshotInfo, StateCounts
+from flowledger.store.compaction import COMPACT_PATH
 
+logger = logging.getLogger("flowledger.local")
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 # moto answers every browser with "any origin" unless told not to; S3 answers only by the bucket's own
@@ -119,10 +134,39 @@ class HostCachingDispatcher(DomainDispatcherApplication):
         return backend
 
 
+def _is_compaction(environ: dict[str, Any]) -> bool:
+    """A request to ``COMPACT_PATH`` on the endpoint itself (a virtual-hosted S3 key of that name is moto's)."""
+    if environ.get("PATH_INFO") != COMPACT_PATH:
+        return False
+    host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "")
+    name = host[1:].partition("]")[0] if host.startswith("[") else host.rpartition(":")[0] or host
+    if name == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _from_loopback(environ: dict[str, Any]) -> bool:
+    try:
+        return ipaddress.ip_address(str(environ.get("REMOTE_ADDR", ""))).is_loopback
+    except ValueError:
+        return False
+
+
+def _answer_json(start_response: Callable[..., Any], status: str, body: dict[str, Any]) -> list[bytes]:
+    data = json.dumps(body).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
 class SerializedWSGI:
     """Runs the wrapped WSGI app, body included, under one lock, and counts requests that may write.
 
-    With a ``store``, requests that may write go through it (journaled, answered once durable).
+    With a ``store``, requests that may write go through it (journaled, answered once durable). With a
+    ``compactor``, ``POST /_flowledger/compact`` from loopback runs it (``LockedMotoServer.compact``).
     """
 
     def __init__(self, app: WSGIApp) -> None:
@@ -130,8 +174,11 @@ class SerializedWSGI:
         self.lock = threading.Lock()
         self.changes = 0
         self.store: JournaledStore | None = None
+        self.compactor: Callable[[], object] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if self.compactor is not None and _is_compaction(environ):
+            return self._compact(environ, start_response)
         writes = may_change_state(environ)
         if writes and self.store is not None:
             return self.store.write(environ, start_response)
@@ -140,6 +187,21 @@ class SerializedWSGI:
                 self.changes += 1
             # Materialise the body inside the lock: a lazy iterable would run outside it.
             return list(self.inner(environ, start_response))
+
+    def _compact(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        """Answer a compaction request: neither moto's nor journaled, and not a change to the store."""
+        assert self.compactor is not None
+        if not _from_loopback(environ):
+            return _answer_json(start_response, "403 Forbidden", {"compacted": False, "error": "loopback only"})
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _answer_json(start_response, "405 Method Not Allowed", {"compacted": False, "error": "POST only"})
+        try:
+            self.compactor()
+        except OSError as exc:
+            logger.error("could not compact the embedded store: %s", exc)
+            reason = exc.strerror or str(exc)
+            return _answer_json(start_response, "503 Service Unavailable", {"compacted": False, "error": reason})
+        return _answer_json(start_response, "200 OK", {"compacted": True})
 
 
 class LockedMotoServer:
@@ -152,9 +214,11 @@ class LockedMotoServer:
         self._thread: threading.Thread | None = None
         # Built here, not in start(), so restore() before start() takes the same lock.
         self._app = SerializedWSGI(HostCachingDispatcher(create_backend_app))
+        self._app.compactor = self.compact
         # Held across a whole snapshot (pickle and write), so two snapshots never write out of order.
         self._snapshot_lock = threading.Lock()
         self._saved: tuple[Path, int] | None = None  # (path, change count) of the last snapshot or restore
+        self._state_file: Path | None = None  # without a journal: the state file restore() read, which compact rewrites
         self.replayed = 0  # journal records the last restore replayed
 
     def start(self) -> str:
@@ -171,6 +235,7 @@ class LockedMotoServer:
         # One access-log line per DynamoDB call drowns the dev server's own output.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         moto_transactions.install()
+        moto_s3_erasure.install()
         moto_reads.install()
         moto_responses.install()
         moto_kms_ed25519.install()
@@ -239,6 +304,8 @@ class LockedMotoServer:
             self.replayed = restored.replayed
             return restored.counts
         with self._snapshot_lock, self._app.lock:
+            self._state_file = path
+            moto_state.remove_temporary_files(path)  # a crashed server's: every snapshot here holds the lock
             counts = moto_state.load_state(path)
             if counts is not None:
                 self._saved = (path, self._app.changes)
@@ -256,15 +323,37 @@ class LockedMotoServer:
             with self._snapshot_lock:
                 return store.snapshot(force=force)
         with self._snapshot_lock:
-            with self._app.lock:
-                changes = self._app.changes
-                counts = moto_state.count_state()
-                if not force and self._saved == (path, changes) and path.exists():
-                    return SnapshotInfo(path=path, counts=counts, written=False, size_bytes=path.stat().st_size)
-                data = moto_state.dump_state()
-            moto_state.write_state_file(path, data)
-            self._saved = (path, changes)
-            return SnapshotInfo(path=path, counts=counts, written=True, size_bytes=len(data))
+            return self._write_snapshot(path, force=force)
+
+    def _write_snapshot(self, path: Path, *, force: bool) -> SnapshotInfo:
+        """``snapshot`` without a journal; call it holding the snapshot lock."""
+        with self._app.lock:
+            changes = self._app.changes
+            counts = moto_state.count_state()
+            if not force and self._saved == (path, changes) and path.exists():
+                return SnapshotInfo(path=path, counts=counts, written=False, size_bytes=path.stat().st_size)
+            data = moto_state.dump_state()
+        moto_state.write_state_file(path, data)
+        self._saved = (path, changes)
+        return SnapshotInfo(path=path, counts=counts, written=True, size_bytes=len(data))
+
+    def compact(self) -> SnapshotInfo | None:
+        """Leave on disk only the store as it is now (after an erasure); None when it keeps no files.
+
+        With a journal, ``JournaledStore.compact``: a snapshot, no journal segment before it, no older
+        snapshot's file. Without one (``FLOWLEDGER_JOURNAL=off``), the state file ``restore`` read is
+        rewritten now and stale temporary files deleted; a server that never restored keeps nothing.
+        Raises ``OSError`` when it cannot be done.
+        """
+        store = self._app.store
+        with self._snapshot_lock:
+            if store is not None:
+                return store.compact()
+            if self._state_file is None:
+                return None
+            info = self._write_snapshot(self._state_file, force=True)
+            moto_state.remove_temporary_files(self._state_file)
+            return info
 
     def state_counts(self) -> StateCounts:
         """What moto holds now (tables, items, buckets, objects, keys), read under the request lock."""

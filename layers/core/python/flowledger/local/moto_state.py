@@ -33,7 +33,7 @@ import pickle
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -249,6 +249,28 @@ def write_state_file(path: Path, data: bytes) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def remove_temporary_files(path: Path, keep: Collection[Path] = ()) -> int:
+    """Delete the temporary files of snapshots to ``path`` not in ``keep``; how many were deleted.
+
+    Both ``write_state_file`` and a forked snapshot (``fork_snapshot``) write ``.<name>.<...>.tmp`` beside
+    ``path`` and rename it over ``path`` when done. One left behind (a crash, or a killed server's forked
+    child that went on writing) holds a whole copy of the store as it was. The removals are made durable.
+    """
+    kept = {Path(file) for file in keep}
+    removed = 0
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        if leftover not in kept:
+            leftover.unlink(missing_ok=True)
+            removed += 1
+    if removed:
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    return removed
 
 
 def read_header(raw: bytes) -> Any:

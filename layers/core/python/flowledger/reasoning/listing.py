@@ -152,6 +152,8 @@ class FlowListing:
         patient_id = principal.patient_id
         if not patient_id:
             raise Forbidden("only a patient's token can list reasoning flows")
+        # Before the rate limit, whose counter names the patient: nothing of an erased patient is written again.
+        self._s.subject_keys.require_live_patient(patient_id)
         hit_rate_limit(self._s, f"flow_list:{patient_id}", NARRATIVE_READS_PER_WINDOW, NARRATIVE_WINDOW_SECONDS)
         if not FlowService(self._s).read_consent(principal).reasoning_read:
             raise ConsentRequired("opt in to reading your reasoning flows first (PUT /api/reasoning/consent)")

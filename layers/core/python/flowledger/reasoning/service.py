@@ -496,10 +496,11 @@ class FlowService:
         """The patient's view of their own flow, once they opted in and its summaries passed."""
         if not principal.patient_id:
             raise Forbidden("only a patient's token can read a reasoning narrative")
+        # Before the rate limit, whose counter names the patient: nothing of an erased patient is written again.
+        self._s.subject_keys.require_live_patient(principal.patient_id)
         hit_rate_limit(
             self._s, f"narrative:{principal.patient_id}", NARRATIVE_READS_PER_WINDOW, NARRATIVE_WINDOW_SECONDS
         )
-        self._s.subject_keys.require_live_patient(principal.patient_id)
         flow = self._flow(flow_id)
         if flow.patient_id != principal.patient_id:
             raise Forbidden("this flow is not about you")

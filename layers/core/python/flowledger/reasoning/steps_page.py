@@ -149,7 +149,7 @@ class FlowPageReader:
         """One sealed field opened (``admin.reasoning.step.sealed_field_opened``, naming it, never its value).
 
         404 when the step or a sealed field of that name is not there; 409 when the stored envelope does
-        not open at its place (moved or altered).
+        not open at its place (moved or altered); 410 when the flow (or its patient's key) was erased.
         """
         response = self._db.get_item(
             TableName=self._steps,
@@ -157,6 +157,7 @@ class FlowPageReader:
             ConsistentRead=True,
         )
         if "Item" not in response:
+            self._flow(flow_id)  # 410 for a step of an erased flow (its steps are gone), 404 for no flow
             raise NotFound(f"no step {step_id} in flow {flow_id}")
         record = decoded(response["Item"], _step_record, f"step {step_id} of flow {flow_id}", step_id)
         stored = record.get(side, {}).get(field)

@@ -87,18 +87,24 @@ class SubjectKeys:
         if self._item(subject_id, ERASURE_ITEM, "sk") is not None:
             raise SubjectErased("this subject's data was erased")
 
-    def key(self, subject_id: str, *, create: bool) -> SubjectKey:
-        """The subject's data key; made now when ``create`` and there is none. ``SubjectErased`` once erased."""
+    def key(self, subject_id: str, *, create: bool, fresh: bool = False) -> SubjectKey:
+        """The subject's data key; made now when ``create`` and there is none. ``SubjectErased`` once erased.
+
+        ``fresh`` reads the key item even when this process holds the key: opening a value must fail the
+        moment an erasure destroys the key, whatever a warm process remembers.
+        """
         now = self._monotonic()
         with self._lock:
             cached = self._cache.get(subject_id, now)
-        if cached is not None:
+        if cached is not None and not fresh:
             return cached
         item = self._item(subject_id, KEY_ITEM, "edk, salt")
         if item is None:
             if not create:
                 raise SubjectErased("this subject's data key was destroyed: what it sealed was erased")
             item = self._make(subject_id)
+        if cached is not None:
+            return cached
         opened = self._s.aws.kms.decrypt(
             CiphertextBlob=item["edk"]["B"],
             KeyId=self._s.settings.data_key_id,

@@ -80,7 +80,7 @@ class SubjectSealer:
             raise SealedFieldError(f"sealed field {ref} is malformed") from None
         if not isinstance(subject_id, str) or subject_id != self.subject_of_flow(ref.flow_id):
             raise SealedFieldError(f"sealed field {ref} names another subject than its flow's")
-        key = self.keys.key(subject_id, create=False)
+        key = self.keys.key(subject_id, create=False, fresh=True)
         try:
             data = AESGCM(key.plaintext).decrypt(nonce, ciphertext, associated_data(ref, subject_id))
         except (InvalidTag, ValueError):

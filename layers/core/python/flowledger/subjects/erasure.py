@@ -1,0 +1,456 @@
+"""Erasing a subject: an idempotent, resumable machine that keeps every proof and destroys the person.
+
+The machine's state is the subject's ``#erasure`` item; each phase ends in one audited write that also
+moves the item on, so a crash anywhere leaves a state a retry resumes from, and a retry of a done
+erasure changes nothing. The phases, in order:
+
+1. ``begun``: the ``#erasure`` item is written (refused while a legal hold stands). From here the fence
+   holds: no key is made for the subject again, no flow names them, no consent is written.
+2. ``key``: the subject's data key is destroyed. Every field sealed under it is noise from now on,
+   wherever a copy of it lies, so the order is safe: nothing is ever deleted while still readable by key.
+3. ``flows``: each flow of the patient is fenced (``flow_state`` ``erasing``: no step is written to it, every
+   read answers 410), loses its steps, its spans waiting in ``otlp_waiting`` and the
+   pathway it seeded, then becomes a tombstone (ids, times and counts) in one audited write per flow,
+   ``admin.subject.flow_erased`` on the flow's own subject: the flow's evidence bundle carries it.
+4. ``consents``: the consent item and the patient's rate-limit counters go.
+5. ``receipt``: ``admin.subject.erased`` records what was destroyed (counts and digests, no values)
+   and when the erasure becomes final (the backup window). The next checkpoint signs it.
+
+The ledger is never rewritten: its events name flows by id and patients by pseudonym, so every chain,
+checkpoint, proof and earlier evidence bundle still verifies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from flowledger.errors import ConditionFailed, LegalHold, NotFound
+from flowledger.identity import Principal
+from flowledger.ids import new_id
+from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.pathways.store import pathway_id_for
+from flowledger.store import items
+from flowledger.store.compaction import compact_embedded_store
+from flowledger.store.paging import batch_delete, query_items
+from flowledger.subjects import BACKUP_WINDOW_DAYS, ERASED_AT, subject_id_of
+from flowledger.subjects.keys import ERASURE_ITEM, HOLD_ITEM, KEY_ITEM, subject_key
+
+if TYPE_CHECKING:
+    from flowledger.services import Services
+
+Phase = Literal["key", "flows", "consents", "receipt", "completed"]
+PHASES: tuple[Phase, ...] = ("key", "flows", "consents", "receipt", "completed")
+COUNTED = ("flows", "steps", "waiting_spans", "pathways", "consents", "rate_limits")
+# A flow's digest is folded into lanes by addition, so each flow counts once whatever order a resumed
+# erasure meets them in; 56-bit lanes keep each sum inside DynamoDB's 38-digit numbers.
+DIGEST_LANES = 4
+LANE_BITS = 56
+# Flows of a patient read back from the eventually consistent by_patient index until a pass erases none.
+MAX_FLOW_PASSES = 100
+# What a flow's tombstone keeps: ids, times and counts, never a summary, a reference or the patient.
+TOMBSTONE_KEEPS = ("created_at", "trigger_type", "closed_at", "closed_shard")
+RATE_LIMIT_KEYS = ("narrative", "flow_list")  # reasoning's per-patient counters (store/ratelimit.py)
+
+
+class ErasureView(BaseModel):
+    """An erasure as its receipt tells it: no value of the subject, only ids, times, counts and digests."""
+
+    subject_id: str
+    erasure_id: str
+    reason: str
+    requested_by: str
+    started_at: str
+    phase: Phase
+    completed_at: str | None = None
+    final_after: str | None = None  # the end of the backup window: no copy of the subject's data after it
+    counts: dict[str, int]
+    key_sha256: str | None = None  # the wrapped key destroyed
+    flows_sha256: str | None = None
+    receipt_event: str | None = None  # chain_id/seq of admin.subject.erased
+
+
+class SubjectErasure:
+    """Runs (or resumes) one subject's erasure; ``after`` is called after each durable write (tests crash there)."""
+
+    def __init__(self, services: Services, after: Callable[[str], None] = lambda _: None) -> None:
+        self._s = services
+        self._db = services.aws.dynamodb
+        self._keys = services.subject_keys
+        self._subjects = self._keys.table
+        self._after = after
+
+    def erase(self, admin: Principal, patient_id: str, reason: str, deadline: float | None = None) -> ErasureView:
+        """Erase ``patient_id``'s data (``LegalHold`` while one stands), or go on with an erasure already begun.
+
+        Stops at ``deadline`` (a ``time.monotonic()`` reading) between flows with the erasure still running:
+        call again to finish it. A done erasure is answered as it was.
+        """
+        subject_id = subject_id_of(patient_id)
+        state = self._state(subject_id) or self._begin(admin, subject_id, reason)
+        while state["phase"] != "completed":
+            phase = state["phase"]
+            if phase == "key":
+                self._destroy_key(admin, subject_id, state)
+            elif phase == "flows":
+                if not self._erase_flows(admin, patient_id, subject_id, state, deadline):
+                    return self._view(self._state(subject_id))
+                self._advance(subject_id, "flows", "consents")
+            elif phase == "consents":
+                self._erase_consents(patient_id, subject_id, state)
+            elif phase == "receipt":
+                self._write_receipt(admin, subject_id)
+            moved = self._state(subject_id)
+            assert moved is not None  # the item is never deleted
+            state = moved
+        # Last, and again on every retry: the embedded store drops every journal segment and snapshot older
+        # than the deletes (on AWS, a no-op).
+        compact_embedded_store(self._s.settings)
+        return self._view(state)
+
+    def status(self, patient_id: str) -> ErasureView | None:
+        """The subject's erasure, begun or done; None if there is none."""
+        state = self._state(subject_id_of(patient_id))
+        return self._view(state) if state else None
+
+    # ---- phases ------------------------------------------------------------------------------
+
+    def _begin(self, admin: Principal, subject_id: str, reason: str) -> dict[str, Any]:
+        hold = self._item(subject_id, HOLD_ITEM)
+        if hold is not None:
+            raise LegalHold(f"a legal hold stops this erasure: {hold.get('reason', {}).get('S', '(no reason given)')}")
+        erasure_id = new_id("er_")
+        started = timestamp(self._s.clock())
+        state = {
+            **subject_key(subject_id, ERASURE_ITEM),
+            **items.to_item(
+                {
+                    "erasure_id": erasure_id,
+                    "reason": reason,
+                    "requested_by": admin.actor,
+                    "started_at": started,
+                    "phase": "key",
+                    "erasure_state": "running",
+                    **{f"count_{name}": 0 for name in COUNTED},
+                    **{f"lane_{n}": 0 for n in range(DIGEST_LANES)},
+                }
+            ),
+        }
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="admin.subject.erasure_started",
+                    actor=admin.actor,
+                    subject=f"subject:{subject_id}",
+                    refs={"erasure": erasure_id},
+                    payload={"reason": reason},
+                ),
+                [
+                    {
+                        "Put": {
+                            "TableName": self._subjects,
+                            "Item": state,
+                            "ConditionExpression": "attribute_not_exists(sk)",
+                        }
+                    },
+                    {  # a hold placed since it was read above wins
+                        "ConditionCheck": {
+                            "TableName": self._subjects,
+                            "Key": subject_key(subject_id, HOLD_ITEM),
+                            "ConditionExpression": "attribute_not_exists(sk)",
+                        }
+                    },
+                ],
+            )
+        except ConditionFailed as failed:
+            if failed.index == 1:
+                return self._begin(admin, subject_id, reason)  # raises LegalHold with the hold's reason
+            begun = self._state(subject_id)  # another request began it first: go on with theirs
+            if begun is None:
+                raise
+            return begun
+        self._after("begun")
+        return items.from_item(state)
+
+    def _destroy_key(self, admin: Principal, subject_id: str, state: dict[str, Any]) -> None:
+        key = self._item(subject_id, KEY_ITEM)
+        key_sha256 = hashlib.sha256(key["edk"]["B"]).hexdigest() if key else state.get("key_sha256", "none")
+        self._s.ledger.append(
+            AuditEntry(
+                action="admin.subject.key_destroyed",
+                actor=admin.actor,
+                subject=f"subject:{subject_id}",
+                refs={"erasure": state["erasure_id"]},
+                payload={"key_sha256": key_sha256, "had_key": key is not None},
+            ),
+            [
+                {"Delete": {"TableName": self._subjects, "Key": subject_key(subject_id, KEY_ITEM)}},
+                self._move(subject_id, "key", "flows", {"key_sha256": key_sha256}),
+            ],
+        )
+        self._keys.forget(subject_id)
+        self._after("key")
+
+    def _erase_flows(
+        self, admin: Principal, patient_id: str, subject_id: str, state: dict[str, Any], deadline: float | None
+    ) -> bool:
+        """Tombstone every flow of the patient; False when the deadline came first."""
+        for _ in range(MAX_FLOW_PASSES):
+            erased_now = 0
+            for flow in self._patient_flows(patient_id):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                erased_now += self._erase_flow(admin, subject_id, state["erasure_id"], flow)
+            if erased_now == 0:
+                return True
+        return True
+
+    def _patient_flows(self, patient_id: str) -> list[str]:
+        request = {
+            "TableName": self._s.aws.table_name("flows"),
+            "IndexName": "by_patient",
+            "KeyConditionExpression": "patient_id = :p",
+            "ExpressionAttributeValues": {":p": {"S": patient_id}},
+            "ProjectionExpression": "flow_id",
+        }
+        return [item["flow_id"]["S"] for item in query_items(self._db, request)]
+
+    def _erase_flow(self, admin: Principal, subject_id: str, erasure_id: str, flow_id: str) -> int:
+        """Delete what a flow holds and leave its tombstone (1), or 0 when it is one already."""
+        table = self._s.aws.table_name
+        flow = self._db.get_item(TableName=table("flows"), Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
+        stored = flow.get("Item")
+        if stored is None or stored.get("flow_state", {}).get("S") == "erased":
+            return 0
+        if ERASED_AT not in stored:
+            # Fence the flow first: no step is written to it from now on (a step write needs it active) and every
+            # read of it answers 410, so nothing lands between the deletes below and the tombstone.
+            self._db.update_item(
+                TableName=table("flows"),
+                Key={"flow_id": {"S": flow_id}},
+                UpdateExpression="SET flow_state = :erasing, #erased = :now",
+                ConditionExpression="attribute_exists(flow_id)",
+                ExpressionAttributeNames={"#erased": ERASED_AT},
+                ExpressionAttributeValues={":erasing": {"S": "erasing"}, ":now": {"S": timestamp(self._s.clock())}},
+            )
+            self._after("flow_fenced")
+        steps = self._keys_of("steps", flow_id, "step_id")
+        waiting = self._keys_of("otlp_waiting", flow_id, "waiting_key")
+        pathway = {"pathway_id": {"S": pathway_id_for(flow_id)}}
+        had_pathway = "Item" in self._db.get_item(
+            TableName=table("pathways"), Key=pathway, ProjectionExpression="pathway_id"
+        )
+        batch_delete(self._db, table("steps"), steps)
+        batch_delete(self._db, table("otlp_waiting"), waiting)
+        if had_pathway:
+            self._db.delete_item(TableName=table("pathways"), Key=pathway)
+        self._after("flow_contents")
+        kept = {
+            name: stored[name] for name in ("created_at", "trigger_type", "closed_at", "closed_shard") if name in stored
+        }
+        tombstone = {
+            "flow_id": {"S": flow_id},
+            **kept,
+            "flow_state": {"S": "erased"},
+            ERASED_AT: {"S": timestamp(self._s.clock())},
+            "erasure_id": {"S": erasure_id},
+            "step_count": stored.get("step_count", {"N": "0"}),
+        }
+        # The flow's own step count, not the steps just found: a crash after the deletes leaves fewer to find.
+        step_count = int(stored.get("step_count", {}).get("N", "0"))
+        counts = {"flows": 1, "steps": step_count, "waiting_spans": len(waiting), "pathways": int(had_pathway)}
+        lanes = _lanes(flow_id)
+        adds = ", ".join(
+            [f"count_{name} :{name}" for name in counts] + [f"lane_{n} :lane{n}" for n in range(DIGEST_LANES)]
+        )
+        values = {f":{name}": {"N": str(value)} for name, value in counts.items()}
+        values |= {f":lane{n}": {"N": str(lane)} for n, lane in enumerate(lanes)}
+        try:
+            self._s.ledger.append(
+                AuditEntry(
+                    action="admin.subject.flow_erased",
+                    actor=admin.actor,
+                    subject=f"flow:{flow_id}",
+                    refs={"erasure": erasure_id, "subject": subject_id},
+                    payload={"steps": step_count, "waiting_spans": len(waiting), "pathway": had_pathway},
+                ),
+                [
+                    {
+                        "Put": {
+                            "TableName": table("flows"),
+                            "Item": tombstone,
+                            "ConditionExpression": "flow_state = :erasing",
+                            "ExpressionAttributeValues": {":erasing": {"S": "erasing"}},
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._subjects,
+                            "Key": subject_key(subject_id, ERASURE_ITEM),
+                            "UpdateExpression": f"ADD {adds}",
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                ],
+            )
+        except ConditionFailed:
+            return 0  # tombstoned by a concurrent retry of this erasure
+        self._after("flow")
+        return 1
+
+    def _keys_of(self, logical: str, flow_id: str, sort: str) -> list[dict[str, Any]]:
+        request = {
+            "TableName": self._s.aws.table_name(logical),
+            "KeyConditionExpression": "flow_id = :f",
+            "ExpressionAttributeValues": {":f": {"S": flow_id}},
+            "ProjectionExpression": f"flow_id, {sort}",
+            "ConsistentRead": True,
+        }
+        return [{"flow_id": item["flow_id"], sort: item[sort]} for item in query_items(self._db, request)]
+
+    def _erase_consents(self, patient_id: str, subject_id: str, state: dict[str, Any]) -> None:
+        table = self._s.aws.table_name
+        consent = self._db.get_item(
+            TableName=table("consents"), Key={"patient_id": {"S": patient_id}}, ConsistentRead=True
+        ).get("Item")
+        limits: list[dict[str, Any]] = []
+        for prefix in RATE_LIMIT_KEYS:
+            request = {
+                "TableName": table("rate_limits"),
+                "KeyConditionExpression": "#k = :k",
+                "ExpressionAttributeNames": {"#k": "key", "#w": "window"},
+                "ExpressionAttributeValues": {":k": {"S": f"{prefix}:{patient_id}"}},
+                "ProjectionExpression": "#k, #w",
+                "ConsistentRead": True,
+            }
+            limits += [{"key": i["key"], "window": i["window"]} for i in query_items(self._db, request)]
+        batch_delete(self._db, table("rate_limits"), limits)
+        adds = {"consents": int(consent is not None), "rate_limits": len(limits)}
+        self._db.transact_write_items(
+            TransactItems=[
+                {"Delete": {"TableName": table("consents"), "Key": {"patient_id": {"S": patient_id}}}},
+                self._move(subject_id, "consents", "receipt", adds=adds),
+            ]
+        )
+        self._after("consents")
+
+    def _write_receipt(self, admin: Principal, subject_id: str) -> None:
+        state = self._state(subject_id)
+        assert state is not None
+        now = self._s.clock()
+        completed, final_after = timestamp(now), timestamp(now + timedelta(days=BACKUP_WINDOW_DAYS))
+        flows_sha256 = _lanes_digest([int(state[f"lane_{n}"]) for n in range(DIGEST_LANES)])
+        counts = {name: int(state[f"count_{name}"]) for name in COUNTED}
+        event = self._s.ledger.append(
+            AuditEntry(
+                action="admin.subject.erased",
+                actor=admin.actor,
+                subject=f"subject:{subject_id}",
+                refs={"erasure": state["erasure_id"]},
+                payload={
+                    **counts,
+                    "key_sha256": state.get("key_sha256", "none"),
+                    "flows_sha256": flows_sha256,
+                    "final_after": final_after,
+                    "backup_window_days": BACKUP_WINDOW_DAYS,
+                },
+            ),
+            [
+                self._move(
+                    subject_id,
+                    "receipt",
+                    "completed",
+                    {"completed_at": completed, "final_after": final_after, "flows_sha256": flows_sha256},
+                    remove_state=True,
+                )
+            ],
+        )
+        self._db.update_item(
+            TableName=self._subjects,
+            Key=subject_key(subject_id, ERASURE_ITEM),
+            UpdateExpression="SET receipt_event = :e",
+            ExpressionAttributeValues={":e": {"S": f"{event.chain_id}/{event.seq}"}},
+        )
+        self._after("receipt")
+
+    # ---- the state item ----------------------------------------------------------------------
+
+    def _move(
+        self,
+        subject_id: str,
+        phase: Phase,
+        to: Phase,
+        sets: dict[str, str] | None = None,
+        adds: dict[str, int] | None = None,
+        remove_state: bool = False,
+    ) -> dict[str, Any]:
+        """The ``#erasure`` update that moves it from ``phase`` to ``to``; it fails if another run moved it first."""
+        values: dict[str, Any] = {":from": {"S": phase}, ":to": {"S": to}}
+        expression = "SET phase = :to"
+        for n, (name, value) in enumerate((sets or {}).items()):
+            expression += f", {name} = :s{n}"
+            values[f":s{n}"] = {"S": value}
+        if adds:
+            expression += " ADD " + ", ".join(f"count_{name} :a{n}" for n, name in enumerate(adds))
+            values |= {f":a{n}": {"N": str(value)} for n, value in enumerate(adds.values())}
+        if remove_state:
+            expression += " REMOVE erasure_state"
+        return {
+            "Update": {
+                "TableName": self._subjects,
+                "Key": subject_key(subject_id, ERASURE_ITEM),
+                "UpdateExpression": expression,
+                "ConditionExpression": "phase = :from",
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _advance(self, subject_id: str, phase: Phase, to: Phase) -> None:
+        # A concurrent run of this erasure may have moved it on first.
+        with contextlib.suppress(self._db.exceptions.TransactionCanceledException):
+            self._db.transact_write_items(TransactItems=[self._move(subject_id, phase, to)])
+        self._after(phase)
+
+    def _state(self, subject_id: str) -> dict[str, Any] | None:
+        item = self._item(subject_id, ERASURE_ITEM)
+        return items.from_item(item) if item else None
+
+    def _item(self, subject_id: str, sk: str) -> dict[str, Any] | None:
+        response = self._db.get_item(TableName=self._subjects, Key=subject_key(subject_id, sk), ConsistentRead=True)
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def _view(self, state: dict[str, Any] | None) -> ErasureView:
+        if state is None:
+            raise NotFound("no erasure of this subject")
+        return ErasureView(
+            subject_id=state["subject_id"],
+            erasure_id=state["erasure_id"],
+            reason=state["reason"],
+            requested_by=state["requested_by"],
+            started_at=state["started_at"],
+            phase=state["phase"],
+            completed_at=state.get("completed_at"),
+            final_after=state.get("final_after"),
+            counts={name: int(state.get(f"count_{name}", 0)) for name in COUNTED},
+            key_sha256=state.get("key_sha256"),
+            flows_sha256=state.get("flows_sha256"),
+            receipt_event=state.get("receipt_event"),
+        )
+
+
+def _lanes(flow_id: str) -> list[int]:
+    digest = int.from_bytes(hashlib.sha256(flow_id.encode()).digest(), "big")
+    mask = (1 << LANE_BITS) - 1
+    return [(digest >> (LANE_BITS * n)) & mask for n in range(DIGEST_LANES)]
+
+
+def _lanes_digest(lanes: list[int]) -> str:
+    """The erased flows' digest: SHA-256 over the lane sums (the same set of flows gives the same digest)."""
+    return hashlib.sha256(("flows:" + ",".join(str(lane) for lane in lanes)).encode()).hexdigest()
