@@ -45,6 +45,7 @@ ABORT_MULTIPART_DAYS = 7  # a log upload never takes a week: what is left is a f
 ERASED_VERSION_DAYS = 30
 # The KMS encryption context key that names a sealed field's flow (FieldRef.kms_context; a test ties the two).
 FLOW_CONTEXT_KEY = "flowledger:flow_id"
+SUBJECT_CONTEXT_KEY = "flowledger:subject"
 
 
 @dataclass(frozen=True)
@@ -204,27 +205,32 @@ class Data(Construct):
             )
 
     def _grant_sealing(self, function: lambda_.Function) -> None:
-        """Data keys for sealed fields, only under a flow's encryption context (flowledger.store.envelope).
+        """Data keys for sealed fields, only under a flow's or a subject's encryption context.
 
-        The sealer asks KMS with ``flowledger:flow_id`` in the context, so the allow requires it; and since the
-        table grants allow kms:Decrypt on the same key (for DynamoDB and S3 encryption at rest), a deny refuses
-        a direct decrypt without that context unless DynamoDB or S3 makes it for the function.
+        The sealer asks KMS with ``flowledger:flow_id`` in the context (``flowledger.store.envelope``), a subject's
+        key is made and opened with ``flowledger:subject`` (``flowledger.subjects.keys``); an allow for each. Since
+        the table grants allow kms:Decrypt on the same key (for DynamoDB and S3 encryption at rest), a deny refuses
+        a direct decrypt with neither context unless DynamoDB or S3 makes it for the function.
         """
         key = self.key.key_arn
-        function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["kms:GenerateDataKey", "kms:Decrypt"],
-                resources=[key],
-                conditions={"StringLike": {f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}": "*"}},
+        for context_key in (FLOW_CONTEXT_KEY, SUBJECT_CONTEXT_KEY):
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                    resources=[key],
+                    conditions={"StringLike": {f"kms:EncryptionContext:{context_key}": "*"}},
+                )
             )
-        )
         function.add_to_role_policy(
             iam.PolicyStatement(
                 effect=iam.Effect.DENY,
                 actions=["kms:Decrypt"],
                 resources=[key],
                 conditions={
-                    "Null": {f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}": "true"},
+                    "Null": {
+                        f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}": "true",
+                        f"kms:EncryptionContext:{SUBJECT_CONTEXT_KEY}": "true",
+                    },
                     "StringNotEquals": {
                         "kms:ViaService": [f"dynamodb.{Aws.REGION}.amazonaws.com", f"s3.{Aws.REGION}.amazonaws.com"]
                     },

@@ -16,7 +16,8 @@ from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, rout
 from flowledger.jobs import JOBS
 from flowledger.store.envelope import FieldRef
 from flowledger.store.tables import TABLES, physical_table_name
-from infra.constructs.data import FLOW_CONTEXT_KEY
+from flowledger.subjects.keys import kms_context as subject_kms_context
+from infra.constructs.data import FLOW_CONTEXT_KEY, SUBJECT_CONTEXT_KEY
 from tests.infra.synth import app_with, own_functions
 
 AUTH_TYPE = {Access.JWT: "CUSTOM", Access.IAM: "AWS_IAM", Access.PUBLIC: "NONE"}
@@ -247,21 +248,24 @@ def _key_statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]
     ]
 
 
-def test_sealed_fields_open_only_under_a_flow_encryption_context(resources: dict[str, Any]) -> None:
-    # The context key the policy conditions on is the one the sealer sends.
+def test_sealed_fields_open_only_under_a_flow_or_subject_encryption_context(resources: dict[str, Any]) -> None:
+    # The context keys the policy conditions on are the ones the sealer and the subjects' keys send.
     assert FLOW_CONTEXT_KEY in FieldRef("fl_1", "st_1", "inputs", "dob").kms_context()
-    condition_key = f"kms:EncryptionContext:{FLOW_CONTEXT_KEY}"
-    # the reasoning routes, and the jobs (the otlp_release job opens the OTLP spans that waited, sealed)
-    for fragment in ("Functionreasoning", "JobsFunction"):
+    assert SUBJECT_CONTEXT_KEY in subject_kms_context("sbj_1")
+    condition_keys = [f"kms:EncryptionContext:{key}" for key in (FLOW_CONTEXT_KEY, SUBJECT_CONTEXT_KEY)]
+    # the reasoning routes, the jobs (the otlp_release job opens the OTLP spans that waited, sealed), the subjects
+    for fragment in ("Functionreasoning", "JobsFunction", "Functionsubjects"):
         statements = _key_statements(resources, _role_of(resources, fragment))
-        allows = [s for s in statements if s["Effect"] == "Allow" and condition_key in str(s.get("Condition"))]
+        allows = [
+            s for s in statements if s["Effect"] == "Allow" and "kms:EncryptionContext" in str(s.get("Condition"))
+        ]
         assert [(sorted(s["Action"]), s["Condition"]) for s in allows] == [
-            (["kms:Decrypt", "kms:GenerateDataKey"], {"StringLike": {condition_key: "*"}})
+            (["kms:Decrypt", "kms:GenerateDataKey"], {"StringLike": {key: "*"}}) for key in condition_keys
         ], fragment
         denies = [s for s in statements if s["Effect"] == "Deny"]
         assert len(denies) == 1 and denies[0]["Action"] == "kms:Decrypt", fragment
-        # Denied when the flow context is absent, unless DynamoDB or S3 decrypts at rest for the function.
-        assert denies[0]["Condition"]["Null"] == {condition_key: "true"}
+        # Denied when both contexts are absent, unless DynamoDB or S3 decrypts at rest for the function.
+        assert denies[0]["Condition"]["Null"] == dict.fromkeys(condition_keys, "true")
         via = json.dumps(denies[0]["Condition"]["StringNotEquals"]["kms:ViaService"])
         assert "dynamodb." in via and "s3." in via
 
