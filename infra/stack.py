@@ -45,27 +45,40 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "research": DataAccess(write_tables=("backlog", "backlog_tickets", "claims_review", "ledger")),
     # Subjects, legal holds and erasure: the one function that may erase what the others wrote.
     "subjects": DataAccess(
-        write_tables=("subjects", "flows", "steps", "otlp_waiting", "pathways", "consents", "rate_limits", "ledger"),
+        write_tables=(
+            *("subjects", "flows", "steps", "otlp_waiting", "pathways", "consents", "rate_limits", "ledger"),
+            *("runs", "documents", "knowledge"),  # a patient's chat sessions and uploads
+        ),
+        read_buckets=("documents",),
+        erase_buckets=("documents",),  # every version of a patient's uploads
         seal_fields=True,  # reads a subject's key for its pseudonym
     ),
     # Workspaces and documents; a conversation upload claims its chat session's header (runs).
     "documents": DataAccess(
+        read_tables=("subjects",),  # an erased patient uploads nothing (the erasure's fence)
         write_tables=("workspaces", "documents", "runs", "knowledge", "ledger"),
         read_buckets=("documents",),
         write_buckets=("documents",),
     ),
 }
 # Continuity reads workspaces and documents (and a table's Parquet) to reauthorise and ground a turn.
+# It records each turn's flow in process (chat/wiring.py): a patient's under their own key (subjects).
 CHAT_ACCESS = DataAccess(
-    read_tables=("knowledge", "workspaces", "documents"), write_tables=("runs",), read_buckets=("documents",)
+    read_tables=("knowledge", "workspaces", "documents"),
+    write_tables=("runs", "flows", "steps", "ledger", "pathways", "subjects"),
+    read_buckets=("documents", "artifacts"),  # artifacts: the pathway snapshots a closing flow's match reads
+    seal_fields=True,
 )
 # The buffered chat routes list a caller's sessions and runs and cancel a run: the runs table alone.
 CHAT_BUFFERED_ACCESS = DataAccess(write_tables=("runs",))
 # The jobs run the research agents too (the backlog consumer): they search the knowledge base and the
 # listed public workspaces, and record their flows' steps.
 JOBS_ACCESS = DataAccess(
-    read_tables=("knowledge", "workspaces"),
+    read_tables=("workspaces",),
     write_tables=(
+        "knowledge",  # and retention (subject_retention) erases a patient's uploads from it, their sessions from runs
+        "runs",
+        "documents",
         "ledger",
         "ledger_tiles",  # the chains' trees, grown by the checkpoint job
         "flows",
@@ -77,8 +90,9 @@ JOBS_ACCESS = DataAccess(
         "otlp_waiting",  # OTLP spans whose wait for a parent is over (otlp_release)
         "subjects",  # a patient's span is sealed under the patient's key
     ),
-    read_buckets=("checkpoints", "artifacts"),
+    read_buckets=("checkpoints", "artifacts", "documents"),
     write_buckets=("checkpoints", "artifacts"),
+    erase_buckets=("documents",),  # retention erases every version of a patient's old uploads
     sign_checkpoints=True,
     seal_fields=True,  # a waiting span is sealed whole
 )

@@ -59,6 +59,9 @@ class DataAccess:
     seal_fields: bool = False  # envelope-encrypts PII fields with the data key
     sign_checkpoints: bool = False  # signs checkpoint notes with the ledger's Ed25519 key (kms:Sign)
     read_ledger_key: bool = False  # serves the ledger's public key (kms:GetPublicKey)
+    # Deletes every version of objects (erasure and retention alone): s3:DeleteObject*, the version listing, and
+    # aborting multipart uploads.
+    erase_buckets: tuple[str, ...] = ()
 
 
 def _attribute(key: Key) -> dynamodb.Attribute:
@@ -174,7 +177,21 @@ class Data(Construct):
         for name in access.write_buckets:
             self.buckets[name].grant_put(function)
             findings += ["Action::s3:Abort*"]
-        for name in {*access.read_buckets, *access.write_buckets}:
+        for name in access.erase_buckets:
+            bucket = self.buckets[name]
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:AbortMultipartUpload"],
+                    resources=[bucket.arn_for_objects("*")],
+                )
+            )
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads"],
+                    resources=[bucket.bucket_arn],
+                )
+            )
+        for name in {*access.read_buckets, *access.write_buckets, *access.erase_buckets}:
             bucket_id = stack.get_logical_id(self.buckets[name].node.default_child)  # type: ignore[arg-type]
             findings.append(f"Resource::<{bucket_id}.Arn>/*")
         if access.seal_fields:

@@ -37,6 +37,7 @@ from flowledger.metrics import NAMESPACE
 from flowledger.otlp import METRIC_SERVICE as OTLP_METRIC_SERVICE
 from flowledger.otlp import REFUSED_METRIC as OTLP_REFUSED_METRIC
 from flowledger.research.loop import LOOP_HEALTH_CRITICAL_METRIC
+from flowledger.subjects.retention import FAILED_METRIC as RETENTION_FAILED_METRIC
 from infra.constructs.stage import StagePolicy
 
 TOPIC_CONTEXT = "flowledger:alarmTopicArn"
@@ -152,6 +153,12 @@ class Operations(Construct):
             "Ledger-CheckpointUnwitnessed",
             unwitnessed,
             "A checkpoint has fewer witness cosignatures than the quorum (the job's result names the witnesses).",
+        )
+        retention_failed = _jobs_flag(RETENTION_FAILED_METRIC)
+        self._alarm(
+            "Subjects-RetentionFailures",
+            retention_failed,
+            "The retention job could not erase an item past its retention (it tries again the next day).",
         )
         rows.append(
             [

@@ -61,7 +61,8 @@ NEVER_RUN = {
     "core": {"openai", "httpx"},
     "audit": {"openai", "httpx"},
     "research": {"openai", "httpx"},
-    "subjects": {"openai", "httpx"},
+    # Erasure takes documents out of the knowledge index, never converts one (pypdf, lazily, inside conversion).
+    "subjects": {"openai", "httpx", "pypdf"},
     "witness": {"openai", "httpx"},
     "documents": {"httpx"},  # it never embeds pathways (Voyage)
     # The research agents search the knowledge base (never convert a document: pypdf, openpyxl) and never

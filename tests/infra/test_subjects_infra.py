@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from tests.infra.test_step_batch_route import _path_of
-from tests.infra.test_template import of_type
+from tests.infra.test_template import _key_statements, _role_of, of_type
 
 ERASURE = "/admin/v1/subjects/{patient_id}/erasure"
 
@@ -48,3 +48,38 @@ def test_operators_may_not_erase_and_erasure_officers_may(resources: dict[str, A
     (mapping,) = of_type(resources, "AWS::Cognito::IdentityPoolRoleAttachment").values()
     rules = mapping["Properties"]["RoleMappings"]["console"]["RulesConfiguration"]["Rules"]
     assert [r["Value"] for r in rules] == ["erasure-officers", "operators"]
+
+
+def test_only_erasure_and_retention_may_delete_object_versions(resources: dict[str, Any]) -> None:
+    policies = {**of_type(resources, "AWS::IAM::Policy"), **of_type(resources, "AWS::IAM::ManagedPolicy")}
+    deleting = {
+        role["Ref"]
+        for policy in policies.values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement.get("Effect", "Allow") == "Allow" and "s3:DeleteObjectVersion" in json.dumps(statement["Action"])
+        for role in policy["Properties"].get("Roles", [])
+    }
+    # The subjects function (erasure) and the jobs function (retention); the locked-bucket emptier of a trial
+    # stage is not in this template.
+    assert sorted(name.split("ServiceRole")[0] for name in deleting) == ["Functionsubjects", "JobsFunction"], deleting
+
+
+def test_the_chat_function_may_record_its_turns_flows(resources: dict[str, Any]) -> None:
+    # It records each turn's flow in process, a patient's sealed under their own key: it writes the flows, their
+    # steps and audit events, and the subjects' keys, and seals under a flow's or a subject's context.
+    chat = _role_of(resources, "ChatFunction")
+    writes = [
+        s
+        for p in [
+            *of_type(resources, "AWS::IAM::Policy").values(),
+            *of_type(resources, "AWS::IAM::ManagedPolicy").values(),
+        ]
+        if {"Ref": chat} in p["Properties"].get("Roles", [])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "dynamodb:PutItem" in json.dumps(s["Action"])
+    ]
+    written = json.dumps([s["Resource"] for s in writes])
+    for table in ("Tableflows", "Tablesteps", "Tableledger", "Tablesubjects", "Tableruns"):
+        assert table in written, table
+    sealing = json.dumps([s for s in _key_statements(resources, chat) if s["Effect"] == "Allow"])
+    assert "flowledger:subject" in sealing and "flowledger:flow_id" in sealing

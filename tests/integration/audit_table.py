@@ -1035,6 +1035,8 @@ DOC_COMPLETE = Route("POST", DOCUMENT + "/versions/{version}/complete", DOCUMENT
 DOC_DELETE = Route("DELETE", DOCUMENT, DOCUMENTER, stored_document, other=404)
 
 DECAY_FLOWS = Job("flow_decay", stale_flow)
+RETENTION_OFF = Job("subject_retention", cold_pathway, note="no policy set")
+RETENTION = Job("subject_retention", cold_pathway, {"retention_flows_days": 30}, note="flows after 30 days")
 SWEEP = Job("backlog_stale_sweep", stale_dispatched_row, note="dispatched 31 min ago")
 SWEEP_RETRIED = Job("backlog_stale_sweep", retried_out_row, note="after the retries")
 SWEEP_STRANDED = Job("backlog_stale_sweep", stranded_row, note="ticket taken, never dispatched")
@@ -1090,6 +1092,9 @@ ROWS: list[Row] = [
     Row(ERASURE, "admin.subject.erasure_started", SUBJECT_ID, A),
     Row(ERASURE, "admin.subject.key_destroyed", SUBJECT_ID, A),
     Row(ERASURE, "admin.subject.flow_erased", FLOW, A),
+    Row(ERASURE, "admin.subject.flows_erased", SUBJECT_ID, A),
+    Row(ERASURE, "admin.subject.conversations_erased", SUBJECT_ID, A),
+    Row(ERASURE, "admin.subject.uploads_erased", SUBJECT_ID, A),
     Row(ERASURE, "admin.subject.erased", SUBJECT_ID, A),
     Row(HOLD, "admin.subject.hold_placed", SUBJECT_ID, A),
     Row(HOLD_LIFT, "admin.subject.hold_lifted", SUBJECT_ID, A),
@@ -1156,6 +1161,9 @@ ROWS: list[Row] = [
     # jobs (actor system:<job>)
     Row(Job("heartbeat"), None),
     Row(Job("ledger_checkpoint", audited_flow), None),
+    Row(RETENTION_OFF, None),
+    Row(RETENTION, "admin.subject.flow_erased", FLOW, "system:subject_retention"),
+    Row(RETENTION, "subjects.retention.applied", "job:subject_retention", "system:subject_retention"),
     Row(DECAY_FLOWS, "reasoning.flow.aborted", FLOW, "system:flow_decay"),
     Row(DECAY_FLOWS, "reasoning.pathway.skipped", FLOW, "system:flow_decay"),
     Row(SWEEP, "reasoning.research.backlog.recovered", BACKLOG_ROW, SWEEPER),

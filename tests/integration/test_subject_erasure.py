@@ -102,6 +102,12 @@ def test_an_erased_patient_is_gone_everywhere_and_every_proof_still_verifies(
         "steps": 2 * STEPS_EACH,
         "waiting_spans": 0,
         "pathways": 2,  # each closed flow seeded a pathway
+        "sessions": 0,
+        "session_items": 0,
+        "documents": 0,
+        "document_items": 0,
+        "objects": 0,
+        "chunks": 0,
         "consents": 1,
         "rate_limits": 1,
     }
@@ -213,3 +219,65 @@ def _hold(services: Services, patient_id: str) -> bool:
 
     LegalHolds(services).place(Principal(kind="iam", id=OFFICER), patient_id, "audit")
     return subject_id_of(patient_id).startswith("sbj_")
+
+
+@pytest.mark.anyio
+async def test_a_patients_chat_sessions_are_erased_with_them(services: Services) -> None:
+    from flowledger.api.chat_app import create_app
+    from tests.integration.test_chat_sessions_list import client, turn
+
+    app = create_app(lambda: services)
+    async with client(app, "u-ann") as ann, client(app, "u-bob") as bob:
+        ann.headers["x-amzn-request-context"] = json.dumps(
+            {"authorizer": {"sub": "u-ann", "scope": "chat", "patient_id": "p-ann"}}
+        )
+        session = await turn(ann, f"What does {ANN_CANARY} mean for my dose?")
+        await turn(ann, f"And {ANN_CANARY} tomorrow?", session)
+        await turn(bob, f"What does {BOB_CANARY} mean?")
+        assert ANN_CANARY in everything(services)
+        view = SubjectErasure(services).erase(Principal(kind="iam", id=OFFICER), "p-ann", "gdpr_art17_request")
+        assert (view.counts["sessions"], view.counts["session_items"]) == (1, 3)  # the header and two runs
+        stored = everything(services)
+        assert ANN_CANARY not in stored and BOB_CANARY in stored
+        refused = await ann.post("/api/chat", json={"query": "hello again"}, headers={"accept": "application/json"})
+        assert (refused.status_code, refused.json()["error"]) == (410, "erased")
+        assert ANN_CANARY not in everything(services) and "hello again" not in everything(services)
+
+
+def test_retention_erases_a_patients_old_flows_and_a_hold_keeps_them(services: Services) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from flowledger.reasoning.models import FlowStart
+    from flowledger.reasoning.service import FlowService
+    from flowledger.subjects.holds import LegalHolds
+    from flowledger.subjects.retention import RetentionPolicy, retention_job
+
+    now = datetime(2027, 3, 1, tzinfo=UTC)
+    writer = Principal(kind="user", id="agent-researcher", scopes=frozenset({"reasoning.write"}))
+
+    def flow(patient_id: str, days_old: int) -> str:
+        services.clock = lambda: now - timedelta(days=days_old)
+        start = FlowStart(
+            trigger_type="user_question", trigger_ref="chat/run-1", trigger_summary="A question", patient_id=patient_id
+        )
+        return FlowService(services).start_flow(writer, start).flow_id
+
+    old_ann, new_ann, old_bob, old_cara = flow("p-ann", 40), flow("p-ann", 5), flow("p-bob", 40), flow("p-cara", 40)
+    services.clock = lambda: now
+    LegalHolds(services).place(Principal(kind="iam", id=OFFICER), "p-bob", "Litigation hold")
+    assert retention_job(services) == {"retention": "off"}  # the default keeps everything
+    services.settings = services.settings.model_copy(update={"retention_flows_days": 30})
+    assert RetentionPolicy.of(services).flows_days == 30
+    result = retention_job(services)
+    assert (result["flows"], result["held"], result["failed"]) == (2, 1, 0)
+    flows = services.aws.dynamodb
+    state = {
+        flow_id: flows.get_item(TableName=services.aws.table_name("flows"), Key={"flow_id": {"S": flow_id}})["Item"][
+            "flow_state"
+        ]["S"]
+        for flow_id in (old_ann, new_ann, old_bob, old_cara)
+    }
+    assert state == {old_ann: "erased", new_ann: "active", old_bob: "active", old_cara: "erased"}
+    # Retention erases items, not the subject: Ann keeps her key and may have new flows.
+    assert SubjectErasure(services).status("p-ann") is None
+    assert retention_job(services)["flows"] == 0  # nothing more is due

@@ -18,6 +18,7 @@ from flowledger.pathways.jobs import backfill_job, decay_job
 from flowledger.reasoning.service import flow_decay_job
 from flowledger.research.loop import consumer_job, stale_sweep_job
 from flowledger.services import Services, bootstrap
+from flowledger.subjects.retention import RETENTION_JOB, retention_job
 
 logger = Logger(child=True)
 
@@ -82,6 +83,12 @@ JOBS: tuple[Job, ...] = (
         "rate(1 minute)",
         "Writes OTLP spans that waited their full time for a parent, under their flow, marked orphan.",
         release_job,
+    ),
+    Job(
+        RETENTION_JOB,
+        "rate(1 day)",
+        "Erases each class of the patients' data past its retention days (off unless configured); holds win.",
+        retention_job,
     ),
 )
 

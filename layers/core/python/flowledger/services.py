@@ -57,14 +57,18 @@ class Services:
         """Subjects' data keys and pseudonyms, and the fence an erasure raises."""
         from flowledger.subjects.keys import SubjectKeys
 
-        return SubjectKeys(self)
+        aws = self.aws
+        return SubjectKeys(
+            aws.dynamodb, aws.kms, aws.table_name("subjects"), self.settings.data_key_id, lambda: self.clock()
+        )
 
     @cached_property
     def sealer(self) -> SubjectSealer:
         """Seals step fields: under the flow's patient's own key (erasable), else under a data key per flow."""
         from flowledger.subjects.sealing import SubjectSealer
 
-        return SubjectSealer(self, FieldSealer(self.aws.kms, self.settings.data_key_id), self.subject_keys)
+        fields = FieldSealer(self.aws.kms, self.settings.data_key_id)
+        return SubjectSealer(self.aws.dynamodb, self.aws.table_name("flows"), fields, self.subject_keys)
 
 
 def build_services(settings: Settings, static_credentials: tuple[str, str] | None = None) -> Services:

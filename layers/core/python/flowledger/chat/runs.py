@@ -29,7 +29,7 @@ from flowledger.chat.models import (
     SessionPage,
     SessionView,
 )
-from flowledger.errors import Conflict, Forbidden, InvalidInput, NotFound
+from flowledger.errors import Conflict, Forbidden, InvalidInput, NotFound, SubjectErased
 from flowledger.ledger.events import parse_timestamp, timestamp
 from flowledger.services import Services
 from flowledger.store import items
@@ -59,10 +59,13 @@ class RunStore:
         model: str,
         offline: bool,
         flow_id: str | None = None,
+        subject_id: str | None = None,
     ) -> str:
         """Persist the RUNNING run (and the session's owner on its first run) in one request.
 
         ``flow_id``: the reasoning flow that will record the turn (written when the turn ends).
+        ``subject_id``: the patient the owner is (their token named one): the session is theirs to erase, and
+        an erased patient's turn is refused (``SubjectErased``) with nothing written.
         """
         now = timestamp(self._s.clock())
         # An update, not a put: the header keeps when the session began and its first question (its
@@ -72,11 +75,13 @@ class RunStore:
                 "TableName": self._table,
                 "Key": {"session_id": {"S": session_id}, "run_id": {"S": SESSION_HEADER}},
                 "UpdateExpression": "SET #o = :owner, session_owner = :owner, last_active_at = :now, "
-                "created_at = if_not_exists(created_at, :now), title = if_not_exists(title, :title)",
+                "created_at = if_not_exists(created_at, :now), title = if_not_exists(title, :title)"
+                + (", session_subject = :subject" if subject_id else ""),
                 "ConditionExpression": "attribute_not_exists(session_id) OR #o = :owner",
                 "ExpressionAttributeNames": {"#o": "owner"},
                 "ExpressionAttributeValues": items.to_item(
                     {":owner": owner, ":now": now, ":title": session_title(query)}
+                    | ({":subject": subject_id} if subject_id else {})
                 ),
             }
         }
@@ -99,12 +104,15 @@ class RunStore:
                 "ConditionExpression": "attribute_not_exists(run_id)",
             }
         }
+        fence = [self._s.subject_keys.fence(subject_id)] if subject_id else []
         try:
-            self._db.transact_write_items(TransactItems=[header, run])
+            self._db.transact_write_items(TransactItems=[header, run, *fence])
         except ClientError as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if reasons[:1] == ["ConditionalCheckFailed"]:
                 raise Forbidden("this session belongs to another user") from None
+            if reasons[2:3] == ["ConditionalCheckFailed"]:
+                raise SubjectErased("your data was erased") from None
             raise
         return now
 

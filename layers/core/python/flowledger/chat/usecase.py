@@ -46,6 +46,7 @@ from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.llm.ports import ChatModel
 from flowledger.reasoning.recorder import FlowHandle, NoOpRecorder, ReasoningFlowRecorder
+from flowledger.subjects import subject_id_of
 
 logger = logging.getLogger("flowledger.chat")
 GROUNDED_INTENTS = frozenset({Intent.KNOWLEDGE_QUERY, Intent.DIAGNOSIS})
@@ -135,11 +136,26 @@ class ChatApplicationUseCase:
         run_id = new_id("run_")
         # Deferred: nothing is written before the block exits, but the flow's id is fixed now, so the run,
         # the start event and the client all name it from the first moment.
+        # A patient's turn is theirs: its flow names them (sealed under their key) and its session is found by
+        # their subject, so erasing them erases both.
         flow = self.recorder.flow(
-            "chat_turn", f"chat/{run_id}", "A chat turn was routed to one executor", trace_id=session_id, deferred=True
+            "chat_turn",
+            f"chat/{run_id}",
+            "A chat turn was routed to one executor",
+            trace_id=session_id,
+            patient_id=principal.patient_id or None,
+            deferred=True,
         )
+        subject_id = subject_id_of(principal.patient_id) if principal.patient_id else None
         started = self.runs.create(
-            session_id, run_id, principal.id, request.query, self.model.name, self.model.offline, flow_id=flow.flow_id
+            session_id,
+            run_id,
+            principal.id,
+            request.query,
+            self.model.name,
+            self.model.offline,
+            flow_id=flow.flow_id,
+            subject_id=subject_id,
         )
         cancel.watch(lambda: self.runs.is_cancelled(session_id, run_id))
         budget = self.budget()

@@ -24,6 +24,7 @@ from flowledger.cli import (
     pathways,
     research,
     serve,
+    subjects,
     token,
     witness,
 )
@@ -36,7 +37,22 @@ DESCRIPTION = (
     " knowledge documents and chat. Store commands use a running dev server with --data-dir, AWS otherwise."
 )
 EPILOG = "exit status: 0 done, 1 a check or an answer failed, 2 the command could not run, 130 interrupted"
-GROUPS = (serve, token, jobs, audit, witness, backlog, pathways, knowledge, research, evaluation, flows, model, chat)
+GROUPS = (
+    serve,
+    token,
+    jobs,
+    audit,
+    witness,
+    backlog,
+    pathways,
+    knowledge,
+    research,
+    evaluation,
+    flows,
+    model,
+    chat,
+    subjects,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,6 +92,8 @@ TABLES: tuple[TableSpec, ...] = (
             Index("by_run", Key("run_id"), include=()),  # run id -> session, for cancel
             # Sparse: only session headers carry session_owner; a user's sessions, most recently active first.
             Index("by_owner", Key("session_owner"), Key("last_active_at"), include=("title", "created_at")),
+            # Sparse: only the headers of sessions a patient began carry session_subject; erasure finds them here.
+            Index("by_subject", Key("session_subject"), _CREATED, include=()),
         ),
     ),
     TableSpec(
@@ -197,8 +199,13 @@ TABLES: tuple[TableSpec, ...] = (
         "documents",
         Key("document_id"),
         Key("sk"),
-        # Sparse: only live (not deleted) family items carry live_scope.
-        indexes=(Index("by_scope", Key("live_scope"), _CREATED),),
+        indexes=(
+            # Sparse: only live (not deleted) family items carry live_scope.
+            Index("by_scope", Key("live_scope"), _CREATED),
+            # Sparse: only the families a patient created carry subject_id (deleted ones too); erasure finds
+            # them here (workspaces/erasure.py). Keys only, so updating a family does not write to it.
+            Index("by_subject", Key("subject_id"), _CREATED, include=()),
+        ),
     ),
 )
 

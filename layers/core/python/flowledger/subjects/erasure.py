@@ -12,8 +12,12 @@ erasure changes nothing. The phases, in order:
    read answers 410), loses its steps, its spans waiting in ``otlp_waiting`` and the
    pathway it seeded, then becomes a tombstone (ids, times and counts) in one audited write per flow,
    ``admin.subject.flow_erased`` on the flow's own subject: the flow's evidence bundle carries it.
-4. ``consents``: the consent item and the patient's rate-limit counters go.
-5. ``receipt``: ``admin.subject.erased`` records what was destroyed (counts and digests, no values)
+4. ``conversations``: each chat session the patient began goes, runs, grounding and header, with any flow
+   of it recorded without the patient.
+5. ``uploads``: each document the patient uploaded goes, every version of every body (S3 versions and delete
+   markers), its items and its knowledge chunks.
+6. ``consents``: the consent item and the patient's rate-limit counters go.
+7. ``receipt``: ``admin.subject.erased`` records what was destroyed (counts and digests, no values)
    and when the erasure becomes final (the backup window). The next checkpoint signs it.
 
 The ledger is never rewritten: its events name flows by id and patients by pseudonym, so every chain,
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from flowledger.chat.runs import SESSION_HEADER
 from flowledger.errors import ConditionFailed, LegalHold, NotFound
 from flowledger.identity import Principal
 from flowledger.ids import new_id
@@ -41,13 +46,19 @@ from flowledger.store.compaction import compact_embedded_store
 from flowledger.store.paging import batch_delete, query_items
 from flowledger.subjects import BACKUP_WINDOW_DAYS, ERASED_AT, subject_id_of
 from flowledger.subjects.keys import ERASURE_ITEM, HOLD_ITEM, KEY_ITEM, subject_key
+from flowledger.workspaces.erasure import erase_document, subject_documents
 
 if TYPE_CHECKING:
     from flowledger.services import Services
 
-Phase = Literal["key", "flows", "consents", "receipt", "completed"]
-PHASES: tuple[Phase, ...] = ("key", "flows", "consents", "receipt", "completed")
-COUNTED = ("flows", "steps", "waiting_spans", "pathways", "consents", "rate_limits")
+Phase = Literal["key", "flows", "conversations", "uploads", "consents", "receipt", "completed"]
+PHASES: tuple[Phase, ...] = ("key", "flows", "conversations", "uploads", "consents", "receipt", "completed")
+COUNTED = (
+    *("flows", "steps", "waiting_spans", "pathways"),
+    *("sessions", "session_items"),
+    *("documents", "document_items", "objects", "chunks"),
+    *("consents", "rate_limits"),
+)
 # A flow's digest is folded into lanes by addition, so each flow counts once whatever order a resumed
 # erasure meets them in; 56-bit lanes keep each sum inside DynamoDB's 38-digit numbers.
 DIGEST_LANES = 4
@@ -101,7 +112,15 @@ class SubjectErasure:
             elif phase == "flows":
                 if not self._erase_flows(admin, patient_id, subject_id, state, deadline):
                     return self._view(self._state(subject_id))
-                self._advance(subject_id, "flows", "consents")
+                self._advance(admin, subject_id, state, "flows", "conversations")
+            elif phase == "conversations":
+                if not self._erase_conversations(admin, subject_id, state, deadline):
+                    return self._view(self._state(subject_id))
+                self._advance(admin, subject_id, state, "conversations", "uploads")
+            elif phase == "uploads":
+                if not self._erase_uploads(subject_id, deadline):
+                    return self._view(self._state(subject_id))
+                self._advance(admin, subject_id, state, "uploads", "consents")
             elif phase == "consents":
                 self._erase_consents(patient_id, subject_id, state)
             elif phase == "receipt":
@@ -222,7 +241,11 @@ class SubjectErasure:
         return [item["flow_id"]["S"] for item in query_items(self._db, request)]
 
     def _erase_flow(self, admin: Principal, subject_id: str, erasure_id: str, flow_id: str) -> int:
-        """Delete what a flow holds and leave its tombstone (1), or 0 when it is one already."""
+        return self.erase_flow(admin, subject_id, flow_id, {"erasure": erasure_id}, tally=True)
+
+    def erase_flow(self, actor: Principal, subject_id: str, flow_id: str, refs: dict[str, str], *, tally: bool) -> int:
+        """Delete what a flow holds and leave its tombstone (``admin.subject.flow_erased``, naming ``refs``): 1, or 0
+        when it is one already. ``tally`` counts it into the subject's erasure (retention erases with none)."""
         table = self._s.aws.table_name
         flow = self._db.get_item(TableName=table("flows"), Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
         stored = flow.get("Item")
@@ -259,7 +282,7 @@ class SubjectErasure:
             **kept,
             "flow_state": {"S": "erased"},
             ERASED_AT: {"S": timestamp(self._s.clock())},
-            "erasure_id": {"S": erasure_id},
+            **{f"{name}_id": {"S": value} for name, value in refs.items()},  # erasure_id, or retention_id
             "step_count": stored.get("step_count", {"N": "0"}),
         }
         # The flow's own step count, not the steps just found: a crash after the deletes leaves fewer to find.
@@ -275,9 +298,9 @@ class SubjectErasure:
             self._s.ledger.append(
                 AuditEntry(
                     action="admin.subject.flow_erased",
-                    actor=admin.actor,
+                    actor=actor.actor,
                     subject=f"flow:{flow_id}",
-                    refs={"erasure": erasure_id, "subject": subject_id},
+                    refs={**refs, "subject": subject_id},
                     payload={"steps": step_count, "waiting_spans": len(waiting), "pathway": had_pathway},
                 ),
                 [
@@ -289,20 +312,104 @@ class SubjectErasure:
                             "ExpressionAttributeValues": {":erasing": {"S": "erasing"}},
                         }
                     },
-                    {
-                        "Update": {
-                            "TableName": self._subjects,
-                            "Key": subject_key(subject_id, ERASURE_ITEM),
-                            "UpdateExpression": f"ADD {adds}",
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
+                    *(
+                        [
+                            {
+                                "Update": {
+                                    "TableName": self._subjects,
+                                    "Key": subject_key(subject_id, ERASURE_ITEM),
+                                    "UpdateExpression": f"ADD {adds}",
+                                    "ExpressionAttributeValues": values,
+                                }
+                            }
+                        ]
+                        if tally
+                        else []
+                    ),
                 ],
             )
         except ConditionFailed:
             return 0  # tombstoned by a concurrent retry of this erasure
         self._after("flow")
         return 1
+
+    def _erase_conversations(
+        self, admin: Principal, subject_id: str, state: dict[str, Any], deadline: float | None
+    ) -> bool:
+        """Delete every chat session the patient began (its runs, its grounding, its header) and any flow of it the
+        flows phase did not meet (a turn recorded without the patient); False when the deadline came first."""
+        runs = self._s.aws.table_name("runs")
+        request = {
+            "TableName": runs,
+            "IndexName": "by_subject",
+            "KeyConditionExpression": "session_subject = :s",
+            "ExpressionAttributeValues": {":s": {"S": subject_id}},
+            "ProjectionExpression": "session_id",
+        }
+        for session_id in [item["session_id"]["S"] for item in query_items(self._db, request)]:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self.erase_session(admin, subject_id, session_id, {"erasure": state["erasure_id"]}, tally=True)
+        return True
+
+    def erase_session(
+        self, actor: Principal, subject_id: str, session_id: str, refs: dict[str, str], *, tally: bool
+    ) -> tuple[int, int]:
+        """Delete a chat session, its runs, grounding and header, and its turns' flows: (sessions, items) deleted."""
+        runs = self._s.aws.table_name("runs")
+        for flow_id in self._trace_flows(session_id):
+            self.erase_flow(actor, subject_id, flow_id, refs, tally=tally)
+        keys = [
+            {"session_id": item["session_id"], "run_id": item["run_id"]}
+            for item in query_items(
+                self._db,
+                {
+                    "TableName": runs,
+                    "KeyConditionExpression": "session_id = :s",
+                    "ExpressionAttributeValues": {":s": {"S": session_id}},
+                    "ProjectionExpression": "session_id, run_id",
+                    "ConsistentRead": True,
+                },
+            )
+        ]
+        # The header last: while it stands, the index still finds the session for a retry.
+        headers = [k for k in keys if k["run_id"]["S"] == SESSION_HEADER]
+        batch_delete(self._db, runs, [k for k in keys if k["run_id"]["S"] != SESSION_HEADER])
+        batch_delete(self._db, runs, headers)
+        if tally:
+            self._add(subject_id, {"sessions": len(headers), "session_items": len(keys)})
+        self._after("session")
+        return len(headers), len(keys)
+
+    def _erase_uploads(self, subject_id: str, deadline: float | None) -> bool:
+        """Erase every document the patient uploaded, each version of each body; False when the deadline came first.
+
+        Read back from the eventually consistent by_subject index until a pass finds none left to erase.
+        """
+        for _ in range(MAX_FLOW_PASSES):
+            erased_now = 0
+            for document_id in subject_documents(self._s, subject_id):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                erased = erase_document(self._s, document_id)
+                if erased.items:
+                    erased_now += 1
+                    counts = {"documents": 1, "document_items": erased.items}
+                    self._add(subject_id, counts | {"objects": erased.objects, "chunks": erased.chunks})
+                self._after("document")
+            if erased_now == 0:
+                return True
+        return True
+
+    def _trace_flows(self, trace_id: str) -> list[str]:
+        request = {
+            "TableName": self._s.aws.table_name("flows"),
+            "IndexName": "by_trace",
+            "KeyConditionExpression": "trace_id = :t",
+            "ExpressionAttributeValues": {":t": {"S": trace_id}},
+            "ProjectionExpression": "flow_id",
+        }
+        return [item["flow_id"]["S"] for item in query_items(self._db, request)]
 
     def _keys_of(self, logical: str, flow_id: str, sort: str) -> list[dict[str, Any]]:
         request = {
@@ -411,11 +518,34 @@ class SubjectErasure:
             }
         }
 
-    def _advance(self, subject_id: str, phase: Phase, to: Phase) -> None:
+    def _advance(self, admin: Principal, subject_id: str, state: dict[str, Any], phase: Phase, to: Phase) -> None:
+        """End ``phase`` in one audited write (``admin.subject.{phase}_erased``) with what it found gone."""
         # A concurrent run of this erasure may have moved it on first.
-        with contextlib.suppress(self._db.exceptions.TransactionCanceledException):
-            self._db.transact_write_items(TransactItems=[self._move(subject_id, phase, to)])
+        with contextlib.suppress(ConditionFailed):
+            self._s.ledger.append(
+                AuditEntry(
+                    action=f"admin.subject.{phase}_erased",
+                    actor=admin.actor,
+                    subject=f"subject:{subject_id}",
+                    refs={"erasure": state["erasure_id"]},
+                    payload={name: int(value) for name, value in self._counts(subject_id).items()},
+                ),
+                [self._move(subject_id, phase, to)],
+            )
         self._after(phase)
+
+    def _counts(self, subject_id: str) -> dict[str, int]:
+        state = self._state(subject_id) or {}
+        return {name: int(state.get(f"count_{name}", 0)) for name in COUNTED}
+
+    def _add(self, subject_id: str, counts: dict[str, int]) -> None:
+        """Count what was just deleted (after it was: a crash between the two leaves a count short, never long)."""
+        self._db.update_item(
+            TableName=self._subjects,
+            Key=subject_key(subject_id, ERASURE_ITEM),
+            UpdateExpression="ADD " + ", ".join(f"count_{name} :n{n}" for n, name in enumerate(counts)),
+            ExpressionAttributeValues={f":n{n}": {"N": str(value)} for n, value in enumerate(counts.values())},
+        )
 
     def _state(self, subject_id: str) -> dict[str, Any] | None:
         item = self._item(subject_id, ERASURE_ITEM)

@@ -23,7 +23,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -31,9 +32,6 @@ from flowledger.errors import SubjectErased
 from flowledger.ledger.events import timestamp
 from flowledger.store.envelope import LruTtl
 from flowledger.subjects import subject_id_of
-
-if TYPE_CHECKING:
-    from flowledger.services import Services
 
 KEY_ITEM = "#key"
 HOLD_ITEM = "#hold"
@@ -64,10 +62,20 @@ def subject_key(subject_id: str, sk: str) -> dict[str, Any]:
 class SubjectKeys:
     """Finds, makes and opens subjects' data keys, and fences subjects being erased."""
 
-    def __init__(self, services: Services, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._s = services
-        self._db = services.aws.dynamodb
-        self.table = services.aws.table_name("subjects")
+    def __init__(
+        self,
+        dynamodb: Any,
+        kms: Any,
+        table: str,
+        key_id: str,
+        clock: Callable[[], datetime],
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._db = dynamodb
+        self._kms = kms
+        self.table = table  # the subjects table
+        self._key_id = key_id  # the KMS key the subjects' data keys are made under
+        self._clock = clock
         self._monotonic = monotonic
         self._cache: LruTtl[str, SubjectKey] = LruTtl(MAX_CACHED_KEYS, KEY_CACHE_SECONDS)
         self._lock = threading.Lock()
@@ -105,9 +113,9 @@ class SubjectKeys:
             item = self._make(subject_id)
         if cached is not None:
             return cached
-        opened = self._s.aws.kms.decrypt(
+        opened = self._kms.decrypt(
             CiphertextBlob=item["edk"]["B"],
-            KeyId=self._s.settings.data_key_id,
+            KeyId=self._key_id,
             EncryptionContext=kms_context(subject_id),
         )
         key = SubjectKey(subject_id, opened["Plaintext"], item["salt"]["B"])
@@ -133,14 +141,14 @@ class SubjectKeys:
             self._cache.pop(subject_id)
 
     def _make(self, subject_id: str) -> dict[str, Any]:
-        made = self._s.aws.kms.generate_data_key(
-            KeyId=self._s.settings.data_key_id, KeySpec="AES_256", EncryptionContext=kms_context(subject_id)
+        made = self._kms.generate_data_key(
+            KeyId=self._key_id, KeySpec="AES_256", EncryptionContext=kms_context(subject_id)
         )
         item = {
             **subject_key(subject_id, KEY_ITEM),
             "edk": {"B": made["CiphertextBlob"]},
             "salt": {"B": os.urandom(32)},
-            "created_at": {"S": timestamp(self._s.clock())},
+            "created_at": {"S": timestamp(self._clock())},
         }
         put = {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}}
         try:

@@ -14,14 +14,11 @@ import binascii
 import json
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flowledger.store.envelope import SEALED_MARKER, FieldRef, FieldSealer, LruTtl, SealedFieldError
 from flowledger.subjects import subject_id_of
 from flowledger.subjects.keys import SubjectKeys
-
-if TYPE_CHECKING:
-    from flowledger.services import Services
 
 FORMAT_V3 = "aes256gcm.v3"
 # A flow's patient never changes once it is opened, so what a process learns of it stays true.
@@ -37,8 +34,9 @@ def associated_data(ref: FieldRef, subject_id: str) -> bytes:
 class SubjectSealer:
     """``FieldSealer``'s seal and open, with fields of a patient's flow sealed under the patient's key."""
 
-    def __init__(self, services: Services, fields: FieldSealer, keys: SubjectKeys) -> None:
-        self._s = services
+    def __init__(self, dynamodb: Any, flows_table: str, fields: FieldSealer, keys: SubjectKeys) -> None:
+        self._db = dynamodb
+        self._flows_table = flows_table
         self._fields = fields
         self.keys = keys
         self._flows: LruTtl[str, str] = LruTtl(MAX_CACHED_FLOWS, float("inf"))
@@ -95,8 +93,8 @@ class SubjectSealer:
             known = self._flows.get(flow_id, 0.0)
         if known is not None:
             return known or None
-        item = self._s.aws.dynamodb.get_item(
-            TableName=self._s.aws.table_name("flows"),
+        item = self._db.get_item(
+            TableName=self._flows_table,
             Key={"flow_id": {"S": flow_id}},
             ConsistentRead=True,
             ProjectionExpression="flow_id, patient_id",

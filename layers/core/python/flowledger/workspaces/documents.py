@@ -10,7 +10,9 @@ bodies go to S3 under keys no item names yet, then the index, then one DynamoDB 
 the audit event, conditional on the caller's role (or session ownership), the family's version and
 the scope's document count. If that transaction fails, the index is put back as it was; the only
 residue is an unreferenced object in S3. Deleting a document removes it from the index and from
-listings; its version items and bodies are kept as the record of what was uploaded.
+listings; its version items and bodies are kept as the record of what was uploaded. A family created
+by a patient (a principal with a ``patient_id``) carries their ``subject_id``, so erasing the patient
+finds it and removes it for good, versions and bodies too (``erasure.py``).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from flowledger.workspaces.store import (
     FAMILY,
     claim_session,
     conversation_scope,
-    counter_key,
+    count_update,
     document_key,
     session_owner,
     version_sk,
@@ -148,6 +150,13 @@ class DocumentService:
         if prepared is not None:
             family = family.model_copy(update={"current_version": 1})
         family_item = {**family.model_dump(), "sk": FAMILY, "live_scope": scope}
+        fence = []
+        if principal.patient_id:
+            # A patient's upload is theirs to erase: the sparse by_subject index finds it (workspaces/erasure.py).
+            # An erased patient uploads nothing (410 before the body is stored), nor one whose erasure begins now.
+            subject_id = self._s.subject_keys.require_live_patient(principal.patient_id)
+            family_item["subject_id"] = subject_id
+            fence = [self._s.subject_keys.fence(subject_id)]
         write = [
             {
                 "Put": {
@@ -159,9 +168,11 @@ class DocumentService:
             self._put_version(version),
             self._count(scope, +1),
             guard,
+            *fence,
         ]
         messages = ["", "", f"this scope holds {self._limits.max_documents_per_scope} documents already", ""]
         messages[3] = "your role in the workspace changed" if body.workspace_id else "this session is another user's"
+        messages.append("your data is being erased")
         self._store(family, version, prepared)
         self._audit("documents.document.created", principal, family, version, write, messages, restore_to=None)
         return self._answer(family, version)
@@ -555,16 +566,7 @@ class DocumentService:
         }
 
     def _count(self, scope: str, delta: int) -> dict[str, Any]:
-        update: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": counter_key(scope),
-            "UpdateExpression": "SET documents = if_not_exists(documents, :zero) + :d",
-            "ExpressionAttributeValues": {":zero": {"N": "0"}, ":d": {"N": str(delta)}},
-        }
-        if delta > 0:
-            update["ConditionExpression"] = "attribute_not_exists(documents) OR documents < :max"
-            update["ExpressionAttributeValues"][":max"] = {"N": str(self._limits.max_documents_per_scope)}
-        return {"Update": update}
+        return count_update(self._s, scope, delta, self._limits.max_documents_per_scope if delta > 0 else None)
 
     def _version_view(self, document_id: str, n: int) -> VersionView:
         item = self._db.get_item(

@@ -2,8 +2,9 @@
 
 ``workspaces``: ``(workspace_id, "#workspace")`` is the header (kind, name, owner, visibility,
 ``owner_count``; ``listing = "public"`` only while listed), ``(workspace_id, "member#<user>")`` one
-member (``member_id``, ``role``). ``documents``: ``(document_id, "#family")`` the revision family,
-``(document_id, "v#00001")``... its versions, ``("count#<scope>", "#count")`` a scope's document count.
+member (``member_id``, ``role``). ``documents``: ``(document_id, "#family")`` the revision family
+(``live_scope`` while not deleted; ``subject_id`` when a patient created it), ``(document_id, "v#00001")``...
+its versions, ``("count#<scope>", "#count")`` a scope's live-document count.
 """
 
 from __future__ import annotations
@@ -39,6 +40,21 @@ def document_key(document_id: str, sk: str = FAMILY) -> dict[str, Any]:
 
 def counter_key(scope: str) -> dict[str, Any]:
     return document_key(f"count#{scope}", COUNTER)
+
+
+def count_update(services: Services, scope: str, delta: int, most: int | None = None) -> dict[str, Any]:
+    """A transaction entry that moves a scope's live-document count by ``delta``; with ``most``, only while
+    the count is below it (so an addition cannot pass the bound)."""
+    update: dict[str, Any] = {
+        "TableName": services.aws.table_name("documents"),
+        "Key": counter_key(scope),
+        "UpdateExpression": "SET documents = if_not_exists(documents, :zero) + :d",
+        "ExpressionAttributeValues": {":zero": {"N": "0"}, ":d": {"N": str(delta)}},
+    }
+    if most is not None:
+        update["ConditionExpression"] = "attribute_not_exists(documents) OR documents < :max"
+        update["ExpressionAttributeValues"][":max"] = {"N": str(most)}
+    return {"Update": update}
 
 
 def personal_workspace_id(user_id: str) -> str:
