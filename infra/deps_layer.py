@@ -65,7 +65,7 @@ FUNCTION_LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("base",),
     "audit": ("base",),
     "research": ("base",),
-    "subjects": ("base",),
+    "subjects": ("base", "pathways"),  # it deletes pathways and their snapshots (pathways/ imports numpy)
     "reasoning": ("base", "pathways"),
     "jobs": ("base", "pathways"),
     "documents": ("base", "documents"),

@@ -49,8 +49,9 @@ CAPABILITY_ACCESS: dict[str, DataAccess] = {
             *("subjects", "flows", "steps", "otlp_waiting", "pathways", "consents", "rate_limits", "ledger"),
             *("runs", "documents", "knowledge"),  # a patient's chat sessions and uploads
         ),
-        read_buckets=("documents",),
-        erase_buckets=("documents",),  # every version of a patient's uploads
+        read_buckets=("documents", "artifacts"),
+        # every version of a patient's uploads, and of the pathway snapshots that name their flows' pathways
+        erase_buckets=("documents", "artifacts"),
         seal_fields=True,  # reads a subject's key for its pseudonym
     ),
     # Workspaces and documents; a conversation upload claims its chat session's header (runs).
@@ -92,7 +93,7 @@ JOBS_ACCESS = DataAccess(
     ),
     read_buckets=("checkpoints", "artifacts", "documents"),
     write_buckets=("checkpoints", "artifacts"),
-    erase_buckets=("documents",),  # retention erases every version of a patient's old uploads
+    erase_buckets=("documents", "artifacts"),  # retention: a patient's old uploads, snapshots naming their pathways
     sign_checkpoints=True,
     seal_fields=True,  # a waiting span is sealed whole
 )

@@ -14,7 +14,10 @@ import pytest
 from flowledger.errors import LegalHold
 from flowledger.identity import Principal
 from flowledger.ledger.audit import checkpoints_of, export_bundle, take_checkpoint, verify_ledger
+from flowledger.pathways.snapshot import SnapshotRows, SnapshotStore
+from flowledger.pathways.store import pathway_id_for
 from flowledger.services import Services
+from flowledger.store.object_versions import object_versions
 from flowledger.store.tables import TABLES
 from flowledger.subjects import subject_id_of
 from flowledger.subjects.erasure import SubjectErasure
@@ -94,14 +97,22 @@ def test_an_erased_patient_is_gone_everywhere_and_every_proof_still_verifies(
     take_checkpoint(ledger, store, services)
     earlier_bundle = export_bundle(services, f"flow:{ann[0][0]}").bundle.to_bytes()
 
+    # A snapshot of the family's pathways, as the backfill job publishes one: it names Ann's flows' pathways.
+    snapshots = SnapshotStore.of(services)
+    ann_pathways = [pathway_id_for(flow_id) for flow_id, _ in ann]
+    rows = SnapshotRows("minilm", "user_question", ann_pathways, ["chat/run-1"] * 2, [1, 1], ["x", "x"], [None, None])
+    snapshots.publish(rows, "v1", "2027-01-01T00:00:00.000000Z")
     status, receipt, _ = admin_call("POST", "/admin/v1/subjects/p-ann/erasure", {"reason": "gdpr_art17_request"})
     assert status == 200, receipt
+    # The pathways Ann's flows seeded are dropped, and every snapshot of their family with them.
+    assert object_versions(services.aws.s3, snapshots.bucket, "pathways/snapshots/") == []
     assert receipt["phase"] == "completed" and receipt["final_after"] > receipt["completed_at"]
     assert receipt["counts"] == {
         "flows": 2,
         "steps": 2 * STEPS_EACH,
         "waiting_spans": 0,
         "pathways": 2,  # each closed flow seeded a pathway
+        "snapshot_objects": 2,  # the snapshot and its pointer
         "sessions": 0,
         "session_items": 0,
         "documents": 0,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from flowledger.pathways.radar import HIGH_HITS
 from flowledger.pathways.store import pack_vector, unit, unpack_vector
 from flowledger.services import Services
+from flowledger.store.object_versions import delete_every_version
 
 if TYPE_CHECKING:  # numpy loads with the first snapshot, not with the function
     import numpy as np
@@ -144,6 +145,24 @@ class SnapshotStore:
         with _POINTERS_LOCK:
             _POINTERS[(self.bucket, model, trigger_type)] = (pointer, time.monotonic())
         return pointer
+
+    def purge_family(self, trigger_type: str) -> int:
+        """Delete every version of every snapshot and pointer of a family, for every model: how many went.
+
+        Erasure calls it when it drops a pathway of the family, so no snapshot keeps the pathway's reference;
+        the family has no snapshot until the backfill job publishes the next (within the hour).
+        """
+        paginator = self._s3.get_paginator("list_object_versions")
+        models = [
+            common["Prefix"]
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{PREFIX}/", Delimiter="/")
+            for common in page.get("CommonPrefixes", [])
+        ]
+        purged = sum(delete_every_version(self._s3, self.bucket, f"{model}{trigger_type}/") for model in models)
+        with _POINTERS_LOCK:
+            for model in models:
+                _POINTERS.pop((self.bucket, model.removeprefix(f"{PREFIX}/").rstrip("/"), trigger_type), None)
+        return purged
 
     def read(self, key: str) -> bytes:
         body: bytes = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()

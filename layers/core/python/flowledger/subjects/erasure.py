@@ -40,6 +40,7 @@ from flowledger.errors import ConditionFailed, LegalHold, NotFound
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.pathways.snapshot import SnapshotStore
 from flowledger.pathways.store import pathway_id_for
 from flowledger.store import items
 from flowledger.store.compaction import compact_embedded_store
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 Phase = Literal["key", "flows", "conversations", "uploads", "consents", "receipt", "completed"]
 PHASES: tuple[Phase, ...] = ("key", "flows", "conversations", "uploads", "consents", "receipt", "completed")
 COUNTED = (
-    *("flows", "steps", "waiting_spans", "pathways"),
+    *("flows", "steps", "waiting_spans", "pathways", "snapshot_objects"),
     *("sessions", "session_items"),
     *("documents", "document_items", "objects", "chunks"),
     *("consents", "rate_limits"),
@@ -96,6 +97,7 @@ class SubjectErasure:
         self._keys = services.subject_keys
         self._subjects = self._keys.table
         self._after = after
+        self._purged: set[str] = set()  # trigger families whose pathway snapshots this run deleted
 
     def erase(self, admin: Principal, patient_id: str, reason: str, deadline: float | None = None) -> ErasureView:
         """Erase ``patient_id``'s data (``LegalHold`` while one stands), or go on with an erasure already begun.
@@ -271,8 +273,13 @@ class SubjectErasure:
         )
         batch_delete(self._db, table("steps"), steps)
         batch_delete(self._db, table("otlp_waiting"), waiting)
+        snapshot_objects = 0
         if had_pathway:
             self._db.delete_item(TableName=table("pathways"), Key=pathway)
+            family = stored.get("trigger_type", {}).get("S")
+            if family and family not in self._purged:  # the family's snapshots name the pathway: they go too
+                snapshot_objects = SnapshotStore.of(self._s).purge_family(family)
+                self._purged.add(family)
         self._after("flow_contents")
         kept = {
             name: stored[name] for name in ("created_at", "trigger_type", "closed_at", "closed_shard") if name in stored
@@ -288,6 +295,7 @@ class SubjectErasure:
         # The flow's own step count, not the steps just found: a crash after the deletes leaves fewer to find.
         step_count = int(stored.get("step_count", {}).get("N", "0"))
         counts = {"flows": 1, "steps": step_count, "waiting_spans": len(waiting), "pathways": int(had_pathway)}
+        counts["snapshot_objects"] = snapshot_objects
         lanes = _lanes(flow_id)
         adds = ", ".join(
             [f"count_{name} :{name}" for name in counts] + [f"lane_{n} :lane{n}" for n in range(DIGEST_LANES)]

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from flowledger.errors import Conflict, NotFound, UpstreamUnavailable
+from flowledger.errors import Conflict, NotFound
 from flowledger.knowledge.scopes import body_prefix, partition_key
 from flowledger.ledger.events import timestamp
 from flowledger.services import Services
+from flowledger.store.object_versions import delete_every_version, delete_object_versions, object_versions
 from flowledger.store.paging import batch_delete, query_items
 from flowledger.workspaces.store import FAMILY, count_update, document_key
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 # A family goes from live to deleted once and never back, so two attempts settle it; the rest absorb
 # transaction conflicts with a concurrent write.
 _FENCE_ATTEMPTS = 4
-_DELETE_OBJECTS_MOST = 1000  # DeleteObjects' limit per request
 
 
 @dataclass(frozen=True)
@@ -204,31 +204,15 @@ def _chunk_items(services: Services, scope: str, document_id: str) -> list[dict[
 
 
 def _object_versions(services: Services, prefix: str) -> list[dict[str, str]]:
-    """Every object version and delete marker under ``prefix``, as ``DeleteObjects`` names them."""
-    s3, bucket = services.aws.s3, services.aws.bucket_name("documents")
-    found: list[dict[str, str]] = []
-    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
-        for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
-            found.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-    return found
+    return object_versions(services.aws.s3, services.aws.bucket_name("documents"), prefix)
 
 
 def _delete_versions(services: Services, prefix: str) -> int:
-    """Delete every object version and delete marker under ``prefix``; how many there were."""
-    versions = _object_versions(services, prefix)
-    _delete_objects(services, prefix, versions)
-    return len(versions)
+    return delete_every_version(services.aws.s3, services.aws.bucket_name("documents"), prefix)
 
 
 def _delete_objects(services: Services, what: str, versions: list[dict[str, str]]) -> None:
-    s3, bucket = services.aws.s3, services.aws.bucket_name("documents")
-    for start in range(0, len(versions), _DELETE_OBJECTS_MOST):
-        batch = versions[start : start + _DELETE_OBJECTS_MOST]
-        errors = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True}).get("Errors")
-        if errors:
-            raise UpstreamUnavailable(
-                f"S3 kept {len(errors)} object version(s) of {what} ({errors[0].get('Code')}); erase it again"
-            )
+    delete_object_versions(services.aws.s3, services.aws.bucket_name("documents"), what, versions)
 
 
 def _abort_uploads(services: Services, prefix: str) -> None:
