@@ -16,6 +16,7 @@ from flowledger.identity import Principal
 from flowledger.ledger.audit import checkpoints_of, export_bundle, take_checkpoint, verify_ledger
 from flowledger.pathways.snapshot import SnapshotRows, SnapshotStore
 from flowledger.pathways.store import pathway_id_for
+from flowledger.reasoning.export import ClosedFlowReader, ExportWindow
 from flowledger.services import Services
 from flowledger.store.object_versions import object_versions
 from flowledger.store.tables import TABLES
@@ -158,6 +159,10 @@ def test_an_erased_patient_is_gone_everywhere_and_every_proof_still_verifies(
     report = verifier.verify(later.to_bytes(), log_key, [], 0)
     assert report[0].startswith("bundle OK"), report
     assert "admin.subject.flow_erased" in [e.action for e in later.events]
+    # An export of the window meets the tombstones: no record of Ann's flows, and says how many were erased.
+    reader = ClosedFlowReader(services, ExportWindow())
+    assert [record.flow.flow_id for record in reader.records()] == [bob_flow]
+    assert reader.erased == 2 and reader.skipped == 0
     # A retry answers the same receipt and writes nothing.
     count = sum(1 for c in ledger.chain_ids() for _ in ledger.read_chain(c))
     status, again, _ = admin_call("POST", "/admin/v1/subjects/p-ann/erasure", {"reason": "gdpr_art17_request"})

@@ -8,7 +8,9 @@ flow (no ``trigger_summary``, no ``patient_id``), so no flow item is read; each 
 whose projection leaves out ``inputs`` and ``outputs``. A few flows' step queries run ahead in threads
 (:data:`LOOKAHEAD`); records still come out in merge order.
 
-Flows closed before ``closed_shard`` was written at close are not in the index and are not exported.
+Flows closed before ``closed_shard`` was written at close are not in the index and are not exported. A flow
+erased with its patient (``subjects/erasure.py``) leaves a tombstone in the index: it yields no record and is
+counted in ``erased``, which the export's summary names.
 
 The record is :class:`~flowledger.reasoning.dataset.FlowRecord`: every record yielded has validated as one.
 A summary the guard flags is hidden (the placeholder) rather than dropped; an item that cannot be read as a
@@ -34,6 +36,7 @@ from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.decoding import Skips, key_of, undecodable
 from flowledger.store.paging import query_items
+from flowledger.subjects import ERASED_STATE
 
 CLOSED_INDEX = "by_closed"
 CLOSED_SHARDS = ACTIVE_SHARDS  # FlowService._close writes closed_shard with the active shard's rule
@@ -119,6 +122,7 @@ class ClosedFlowReader:
         self._lookahead = max(1, lookahead)
         self._skips = Skips("flow_export")
         self.read = 0  # index items read
+        self.erased = 0  # tombstones of flows erased with their patient: no record, counted and named
         self.limit_reached = False
 
     @property
@@ -161,6 +165,9 @@ class ClosedFlowReader:
         merged = heapq.merge(*(self._shard(str(s)) for s in range(CLOSED_SHARDS)), key=_order)
         for item in merged:
             self.read += 1
+            if item.get("flow_state", {}).get("S") == ERASED_STATE:
+                self.erased += 1  # its tombstone keeps closed_at, so the window meets it; it has nothing to export
+                continue
             flow = self._flow_values(item)
             if flow is not None and self._window.admits_flow(flow):
                 yield flow

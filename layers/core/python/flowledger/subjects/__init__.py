@@ -29,3 +29,4 @@ def subject_id_of(patient_id: str) -> str:
 
 # The attribute that marks an erased flow's tombstone: what is left of it is ids, times and counts.
 ERASED_AT = "erased_at"
+ERASED_STATE = "erased"  # a tombstone's flow_state (the indexes that project flow_state tell it by that)

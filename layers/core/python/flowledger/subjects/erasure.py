@@ -45,7 +45,7 @@ from flowledger.pathways.store import pathway_id_for
 from flowledger.store import items
 from flowledger.store.compaction import compact_embedded_store
 from flowledger.store.paging import batch_delete, query_items
-from flowledger.subjects import BACKUP_WINDOW_DAYS, ERASED_AT, subject_id_of
+from flowledger.subjects import BACKUP_WINDOW_DAYS, ERASED_AT, ERASED_STATE, subject_id_of
 from flowledger.subjects.keys import ERASURE_ITEM, HOLD_ITEM, KEY_ITEM, subject_key
 from flowledger.workspaces.erasure import erase_document, subject_documents
 
@@ -251,7 +251,7 @@ class SubjectErasure:
         table = self._s.aws.table_name
         flow = self._db.get_item(TableName=table("flows"), Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
         stored = flow.get("Item")
-        if stored is None or stored.get("flow_state", {}).get("S") == "erased":
+        if stored is None or stored.get("flow_state", {}).get("S") == ERASED_STATE:
             return 0
         if ERASED_AT not in stored:
             # Fence the flow first: no step is written to it from now on (a step write needs it active) and every
@@ -287,7 +287,7 @@ class SubjectErasure:
         tombstone = {
             "flow_id": {"S": flow_id},
             **kept,
-            "flow_state": {"S": "erased"},
+            "flow_state": {"S": ERASED_STATE},
             ERASED_AT: {"S": timestamp(self._s.clock())},
             **{f"{name}_id": {"S": value} for name, value in refs.items()},  # erasure_id, or retention_id
             "step_count": stored.get("step_count", {"N": "0"}),

@@ -167,6 +167,8 @@ def cmd_flows_export(args: argparse.Namespace) -> int:
                 )
     if reader.skipped:
         summary += f"; {counted(reader.skipped, 'flow')} skipped (unreadable, logged)"
+    if reader.erased:
+        summary += f"; {counted(reader.erased, 'flow')} erased (tombstones: admin.subject.flow_erased in the ledger)"
     if reader.limit_reached:
         summary += f"; stopped at --limit {window.limit:,}: narrow the window for the rest"
     print(f"flowledger: {summary}", file=sys.stderr)
