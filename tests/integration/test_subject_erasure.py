@@ -170,12 +170,34 @@ def test_an_erased_patient_is_gone_everywhere_and_every_proof_still_verifies(
     assert sum(1 for c in ledger.chain_ids() for _ in ledger.read_chain(c)) == count
 
 
-CRASH_POINTS = ["begun", "key", "flow_fenced", "flow_contents", "flow", "flows", "consents", "receipt"]
+CRASH_POINTS = [
+    *("begun", "key", "document", "uploads", "flow_fenced", "flow_contents", "flow", "flows"),
+    *("session", "conversations", "consents", "receipt"),
+]
+
+
+def chat_and_upload(services: Services) -> None:
+    """Ann's chat session and her upload to it, as the chat and documents functions write them."""
+    import base64
+
+    from flowledger.chat.runs import RunStore
+    from flowledger.workspaces.documents import DocumentService
+    from flowledger.workspaces.models import DocumentCreate
+
+    session = "ses_01JD0000000000000000000077"
+    RunStore(services).create(
+        session, "run_1", "u-ann", f"{ANN_CANARY} asked", "offline", True, subject_id=subject_id_of("p-ann")
+    )
+    patient = Principal(kind="user", id="u-ann", scopes=frozenset({"documents"}), patient_id="p-ann")
+    content = base64.b64encode(f"notes {ANN_CANARY}".encode()).decode()
+    body = DocumentCreate(session_id=session, file_name="notes.txt", kind="text", content_base64=content)
+    DocumentService(services).create(patient, body)
 
 
 @pytest.mark.parametrize("crash_at", CRASH_POINTS)
 def test_a_crash_at_any_step_is_finished_by_a_retry(call: Call, services: Services, crash_at: str) -> None:
     flows = [patient_flow(call, PATIENT, ANN_CANARY) for _ in range(2)]
+    chat_and_upload(services)
     officer = Principal(kind="iam", id=OFFICER)
 
     class Crash(Exception):
@@ -193,7 +215,10 @@ def test_a_crash_at_any_step_is_finished_by_a_retry(call: Call, services: Servic
     view = SubjectErasure(services).erase(officer, "p-ann", "gdpr_art17_request")
     assert view.phase == "completed"
     assert (view.counts["flows"], view.counts["steps"]) == (2, 2 * STEPS_EACH)
-    assert "p-ann" not in everything(services)
+    assert (view.counts["sessions"], view.counts["documents"]) == (1, 1)
+    stored = everything(services)
+    assert "p-ann" not in stored and ANN_CANARY not in stored
+    assert object_versions(services.aws.s3, services.aws.bucket_name("documents"), "") == []
     assert verify_ledger(services.ledger, checkpoints_of(services)).ok
 
 

@@ -8,19 +8,20 @@ erasure changes nothing. The phases, in order:
    holds: no key is made for the subject again, no flow names them, no consent is written.
 2. ``key``: the subject's data key is destroyed. Every field sealed under it is noise from now on,
    wherever a copy of it lies, so the order is safe: nothing is ever deleted while still readable by key.
-3. ``flows``: each flow of the patient is fenced (``flow_state`` ``erasing``: no step is written to it, every
-   read answers 410), loses its steps, its spans waiting in ``otlp_waiting`` and the
-   pathway it seeded, then becomes a tombstone (ids, times and counts) in one audited write per flow,
-   ``admin.subject.flow_erased`` on the flow's own subject: the flow's evidence bundle carries it.
-4. ``conversations``: each chat session the patient began goes, runs, grounding and header, with any flow
-   of it recorded without the patient.
-5. ``uploads``: each document the patient uploaded goes, every version of every body (S3 versions and delete
+3. ``uploads``: each document the patient uploaded goes, every version of every body (S3 versions and delete
    markers), its items and its knowledge chunks.
+4. ``flows``: each flow of the patient is fenced (``flow_state`` ``erasing``: no step is written to it, every
+   read answers 410), loses its steps, its spans waiting in ``otlp_waiting``, the pathway it seeded and
+   that pathway's family snapshots, then becomes a tombstone (ids, times and counts) in one audited write
+   per flow, ``admin.subject.flow_erased`` on the flow's own subject: the flow's evidence bundle carries it.
+5. ``conversations``: each chat session the patient began goes, runs, grounding and header, with any flow
+   of it recorded without the patient.
 6. ``consents``: the consent item and the patient's rate-limit counters go.
 7. ``receipt``: ``admin.subject.erased`` records what was destroyed (counts and digests, no values)
    and when the erasure becomes final (the backup window). The next checkpoint signs it.
 
-The ledger is never rewritten: its events name flows by id and patients by pseudonym, so every chain,
+Then the embedded store of ``flowledger serve`` compacts its journal and snapshot (a no-op on AWS), again on
+every retry. The ledger is never rewritten: its events name flows by id and patients by pseudonym, so every chain,
 checkpoint, proof and earlier evidence bundle still verifies.
 """
 
@@ -40,6 +41,7 @@ from flowledger.errors import ConditionFailed, LegalHold, NotFound
 from flowledger.identity import Principal
 from flowledger.ids import new_id
 from flowledger.ledger.events import AuditEntry, timestamp
+from flowledger.otlp.waiting import MARKER as WAITING_MARKER
 from flowledger.pathways.snapshot import SnapshotStore
 from flowledger.pathways.store import pathway_id_for
 from flowledger.store import items
@@ -52,8 +54,8 @@ from flowledger.workspaces.erasure import erase_document, subject_documents
 if TYPE_CHECKING:
     from flowledger.services import Services
 
-Phase = Literal["key", "flows", "conversations", "uploads", "consents", "receipt", "completed"]
-PHASES: tuple[Phase, ...] = ("key", "flows", "conversations", "uploads", "consents", "receipt", "completed")
+Phase = Literal["key", "uploads", "flows", "conversations", "consents", "receipt", "completed"]
+PHASES: tuple[Phase, ...] = ("key", "uploads", "flows", "conversations", "consents", "receipt", "completed")
 COUNTED = (
     *("flows", "steps", "waiting_spans", "pathways", "snapshot_objects"),
     *("sessions", "session_items"),
@@ -111,6 +113,10 @@ class SubjectErasure:
             phase = state["phase"]
             if phase == "key":
                 self._destroy_key(admin, subject_id, state)
+            elif phase == "uploads":
+                if not self._erase_uploads(subject_id, deadline):
+                    return self._view(self._state(subject_id))
+                self._advance(admin, subject_id, state, "uploads", "flows")
             elif phase == "flows":
                 if not self._erase_flows(admin, patient_id, subject_id, state, deadline):
                     return self._view(self._state(subject_id))
@@ -118,11 +124,7 @@ class SubjectErasure:
             elif phase == "conversations":
                 if not self._erase_conversations(admin, subject_id, state, deadline):
                     return self._view(self._state(subject_id))
-                self._advance(admin, subject_id, state, "conversations", "uploads")
-            elif phase == "uploads":
-                if not self._erase_uploads(subject_id, deadline):
-                    return self._view(self._state(subject_id))
-                self._advance(admin, subject_id, state, "uploads", "consents")
+                self._advance(admin, subject_id, state, "conversations", "consents")
             elif phase == "consents":
                 self._erase_consents(patient_id, subject_id, state)
             elif phase == "receipt":
@@ -212,7 +214,7 @@ class SubjectErasure:
             ),
             [
                 {"Delete": {"TableName": self._subjects, "Key": subject_key(subject_id, KEY_ITEM)}},
-                self._move(subject_id, "key", "flows", {"key_sha256": key_sha256}),
+                self._move(subject_id, "key", "uploads", {"key_sha256": key_sha256}),
             ],
         )
         self._keys.forget(subject_id)
@@ -294,7 +296,8 @@ class SubjectErasure:
         }
         # The flow's own step count, not the steps just found: a crash after the deletes leaves fewer to find.
         step_count = int(stored.get("step_count", {}).get("N", "0"))
-        counts = {"flows": 1, "steps": step_count, "waiting_spans": len(waiting), "pathways": int(had_pathway)}
+        spans = sum(1 for key in waiting if key["waiting_key"]["S"] != WAITING_MARKER)  # not the flow's marker item
+        counts = {"flows": 1, "steps": step_count, "waiting_spans": spans, "pathways": int(had_pathway)}
         counts["snapshot_objects"] = snapshot_objects
         lanes = _lanes(flow_id)
         adds = ", ".join(
@@ -309,7 +312,7 @@ class SubjectErasure:
                     actor=actor.actor,
                     subject=f"flow:{flow_id}",
                     refs={**refs, "subject": subject_id},
-                    payload={"steps": step_count, "waiting_spans": len(waiting), "pathway": had_pathway},
+                    payload={"steps": step_count, "waiting_spans": spans, "pathway": had_pathway},
                 ),
                 [
                     {
