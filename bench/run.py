@@ -29,6 +29,7 @@ BENCHMARKS = [
     "continuity.py",
     "recorder.py",
     "otlp.py",
+    "erasure.py",
     "flow_export.py",
     "console.py",
     "real_model.py",

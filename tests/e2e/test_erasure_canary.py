@@ -188,8 +188,9 @@ def found_in(blob: bytes, patient: str) -> list[str]:
 def test_an_erased_patients_canaries_are_nowhere_and_everyone_elses_still_read(served: RunningServer) -> None:
     writer = Client(served, token(served, "--sub", "care-agent", "--scopes", "reasoning.write"))
     planted = {patient: plant(served, patient, writer) for patient in (ANN, BOB)}
-    # Planted where the store keeps them in the clear (sealed fields and spans are ciphertext already).
-    assert set(found_in(served_data(served), ANN)) >= {"flow", "step", "chat", "upload"}
+    # Planted where the store keeps them in the clear (sealed fields, spans and chat texts are ciphertext already).
+    assert set(found_in(served_data(served), ANN)) >= {"flow", "step", "upload"}
+    assert "chat" not in found_in(served_data(served), ANN)  # sealed under her key
 
     while (
         erased := admin(served, "POST", f"/admin/v1/subjects/{ANN}/erasure", {"reason": "gdpr_art17_request"})
@@ -220,6 +221,11 @@ def test_an_erased_patients_canaries_are_nowhere_and_everyone_elses_still_read(s
     assert canary(BOB, "upload") in served_data(served).decode(errors="replace")
     overview = admin(served, "GET", f"/admin/v1/reasoning/flows/{bob['flow_id']}").json()
     assert canary(BOB, "flow") in json.dumps(overview)
+    # Her agent's traces sent again are refused span by span, and nothing of them is kept.
+    again = writer.send("POST", "/api/otlp/v1/traces", otlp_body(ANN, "a" * 32))
+    assert again.status_code == 200, again.text
+    assert again.json()["partialSuccess"]["rejectedSpans"] == "2", again.text
+    assert found_in(served_data(served), ANN) == []
     # Ann's routes answer 410; the ledger verifies from its first event.
     ann_flow = admin(served, "GET", f"/admin/v1/reasoning/flows/{planted[ANN]['flow_id']}")
     assert (ann_flow.status_code, ann_flow.json()["error"]) == (410, "erased")

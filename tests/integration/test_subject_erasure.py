@@ -275,7 +275,15 @@ async def test_a_patients_chat_sessions_are_erased_with_them(services: Services)
         session = await turn(ann, f"What does {ANN_CANARY} mean for my dose?")
         await turn(ann, f"And {ANN_CANARY} tomorrow?", session)
         await turn(bob, f"What does {BOB_CANARY} mean?")
-        assert ANN_CANARY in everything(services)
+        # Ann's words are sealed under her key (Bob is no patient: his are not), and read back to her.
+        assert ANN_CANARY not in everything(services) and BOB_CANARY in everything(services)
+        runs = (await ann.get(f"/api/chat/sessions/{session}/runs")).json()["runs"]
+        assert [run["query"] for run in runs] == [
+            f"And {ANN_CANARY} tomorrow?",
+            f"What does {ANN_CANARY} mean for my dose?",
+        ]
+        sessions = (await ann.get("/api/chat/sessions")).json()["sessions"]
+        assert [s["title"] for s in sessions] == [f"What does {ANN_CANARY} mean for my dose?"]
         view = SubjectErasure(services).erase(Principal(kind="iam", id=OFFICER), "p-ann", "gdpr_art17_request")
         assert (view.counts["sessions"], view.counts["session_items"]) == (1, 3)  # the header and two runs
         stored = everything(services)

@@ -34,8 +34,11 @@ from flowledger.ledger.events import parse_timestamp, timestamp
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
+from flowledger.store.envelope import FieldRef, is_sealed
 
 SESSION_HEADER = "#session"
+# What a patient's run (and its session's header) holds of their words: sealed under their own key.
+SEALED_RUN_FIELDS = ("query", "title", "content", "grounding")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,11 @@ class RunStore:
         an erased patient's turn is refused (``SubjectErased``) with nothing written.
         """
         now = timestamp(self._s.clock())
+        title: Any = session_title(query)
+        stored_query: Any = query
+        if subject_id:  # a patient's words, sealed under their own key: erasing them leaves nothing readable
+            title = self._seal(subject_id, title, session_id, SESSION_HEADER, "title")
+            stored_query = self._seal(subject_id, query, session_id, run_id, "query")
         # An update, not a put: the header keeps when the session began and its first question (its
         # title), and session_owner/last_active_at put it in the owner's session list (by_owner).
         header = {
@@ -80,8 +88,7 @@ class RunStore:
                 "ConditionExpression": "attribute_not_exists(session_id) OR #o = :owner",
                 "ExpressionAttributeNames": {"#o": "owner"},
                 "ExpressionAttributeValues": items.to_item(
-                    {":owner": owner, ":now": now, ":title": session_title(query)}
-                    | ({":subject": subject_id} if subject_id else {})
+                    {":owner": owner, ":now": now, ":title": title} | ({":subject": subject_id} if subject_id else {})
                 ),
             }
         }
@@ -93,7 +100,8 @@ class RunStore:
                         "session_id": session_id,
                         "run_id": run_id,
                         "owner": owner,
-                        "query": query,
+                        "query": stored_query,
+                        **({"subject": subject_id} if subject_id else {}),
                         "status": RunStatus.RUNNING.value,
                         "created_at": now,
                         "model": model,
@@ -131,12 +139,17 @@ class RunStore:
         grounding: dict[str, Any] | None = None,
         reason_code: str | None = None,
         model_modes: dict[str, str] | None = None,
+        subject_id: str | None = None,
     ) -> bool:
         """Record the one terminal outcome; False if the run had already ended (cancelled).
 
         ``grounding``: the continuity decision (its basis, reasons, per-source outcomes, table plans).
         ``reason_code``: a model failure's code, for operators; ``model_modes``: how the model was asked.
+        ``subject_id``: the patient whose turn it is: the answer and the grounding are sealed under their key.
         """
+        if subject_id:
+            content = self._seal(subject_id, content, session_id, run_id, "content") if content else content
+            grounding = self._seal(subject_id, grounding, session_id, run_id, "grounding") if grounding else grounding
         now = self._s.clock()
         values: dict[str, Any] = {
             ":status": status.value,
@@ -249,7 +262,20 @@ class RunStore:
         item = self._db.get_item(
             TableName=self._table, ConsistentRead=True, Key={"session_id": {"S": session_id}, "run_id": {"S": run_id}}
         ).get("Item")
-        return RunView.model_validate(items.from_item(item)) if item else None
+        return RunView.model_validate(self._opened(items.from_item(item))) if item else None
+
+    def _seal(self, subject_id: str, value: Any, session_id: str, run_id: str, field: str) -> dict[str, str]:
+        return self._s.sealer.seal_for(subject_id, value, FieldRef(session_id, run_id, "run", field))
+
+    def _opened(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A run or header item's values with a patient's sealed texts opened (``SubjectErased`` once erased)."""
+        session_id, run_id = values["session_id"], values["run_id"]
+        for field in SEALED_RUN_FIELDS:
+            sealed = values.get(field)
+            if isinstance(sealed, dict) and is_sealed(sealed) and isinstance(sealed.get("subject"), str):
+                ref = FieldRef(session_id, run_id, "run", field)
+                values[field] = self._s.sealer.open_for(sealed["subject"], sealed, ref)
+        return values
 
     def last_turn(self, session_id: str, before_run: str) -> LastTurn | None:
         """The session's run before ``before_run`` (any outcome): the router's optional context."""
@@ -264,8 +290,9 @@ class RunStore:
         )
         for item in response.get("Items", []):
             if item["run_id"]["S"] != SESSION_HEADER and "query" in item:
-                intent = item.get("intent", {}).get("S")
-                return LastTurn(Intent(intent) if intent else None, item["query"]["S"])
+                values = self._opened({"session_id": session_id, **items.from_item(item)})
+                intent = values.get("intent")
+                return LastTurn(Intent(intent) if intent else None, values["query"])
         return None
 
     def latest_safe_diagnosis(self, session_id: str) -> str | None:
@@ -295,7 +322,7 @@ class RunStore:
             request["ExclusiveStartKey"] = {"session_id": {"S": session_id}, "run_id": {"S": _run_from(cursor)}}
         response = self._db.query(**request)
         runs = [
-            RunView.model_validate(items.from_item(i))
+            RunView.model_validate(self._opened(items.from_item(i)))
             for i in response.get("Items", [])
             if i["run_id"]["S"] != SESSION_HEADER
         ]
@@ -331,7 +358,7 @@ class RunStore:
                 created_at=item.get("created_at", item["last_active_at"]),
                 last_active_at=item["last_active_at"],
             )
-            for item in map(items.from_item, response.get("Items", []))
+            for item in (self._opened(items.from_item(i)) for i in response.get("Items", []))
         ]
         last = response.get("LastEvaluatedKey")
         next_cursor = encode_cursor([last["session_id"]["S"], last["last_active_at"]["S"]]) if last else None

@@ -161,7 +161,7 @@ class ChatApplicationUseCase:
         budget = self.budget()
         if deadline is not None:  # the caller's deadline (the Lambda's remaining time) may be the nearer one
             budget.deadline = deadline if budget.deadline is None else min(budget.deadline, deadline)
-        turn = _TurnInput(principal, session_id, run_id, started, request, preflight)
+        turn = _TurnInput(principal, session_id, run_id, started, request, preflight, subject_id)
         return self._events(turn, flow, cancel, budget)
 
     def _preflight(self, principal: Principal, request: ChatRequest) -> Preflight | None:
@@ -241,6 +241,7 @@ class ChatApplicationUseCase:
                 grounding=grounding.record() if grounding else None,
                 reason_code=reason,
                 model_modes=model_modes(self.model),
+                subject_id=turn.subject_id,
             )
             if not finished:  # the cancel route won the race: the run is CANCELLED, and its stream says so
                 return ErrorEvent(session_id=session_id, run_id=run_id, code="CANCELLED", message=CANCELLED_MESSAGE)
@@ -367,6 +368,7 @@ class ChatApplicationUseCase:
             grounding=grounding.record() if grounding else None,
             reason_code=execution.reason,
             model_modes=model_modes(self.model),
+            subject_id=turn.subject_id,
         )
         if finished and grounding is not None and self.continuity is not None:
             try:
@@ -419,6 +421,7 @@ class _TurnInput:
     started: str
     request: ChatRequest
     preflight: Preflight | None
+    subject_id: str | None = None  # the patient whose turn it is: their words are sealed under their key
 
 
 def _outcome_type(intent: Intent, release: ReleaseOutcome) -> str:

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -66,6 +68,10 @@ COUNTED = (
 # erasure meets them in; 56-bit lanes keep each sum inside DynamoDB's 38-digit numbers.
 DIGEST_LANES = 4
 LANE_BITS = 56
+# Flows erased at once (each a handful of requests, most of their time waiting on the store), and the counter
+# shards of the erasure item they count into (the receipt sums them): no two flows contend for one item.
+FLOW_WORKERS = 8
+COUNTER_SHARDS = 8
 # Flows of a patient read back from the eventually consistent by_patient index until a pass erases none.
 MAX_FLOW_PASSES = 100
 # What a flow's tombstone keeps: ids, times and counts, never a summary, a reference or the patient.
@@ -100,6 +106,7 @@ class SubjectErasure:
         self._subjects = self._keys.table
         self._after = after
         self._purged: set[str] = set()  # trigger families whose pathway snapshots this run deleted
+        self._lock = threading.Lock()
 
     def erase(self, admin: Principal, patient_id: str, reason: str, deadline: float | None = None) -> ErasureView:
         """Erase ``patient_id``'s data (``LegalHold`` while one stands), or go on with an erasure already begun.
@@ -224,13 +231,19 @@ class SubjectErasure:
         self, admin: Principal, patient_id: str, subject_id: str, state: dict[str, Any], deadline: float | None
     ) -> bool:
         """Tombstone every flow of the patient; False when the deadline came first."""
+        refs = {"erasure": state["erasure_id"]}
+
+        def erase(flow_id: str) -> int | None:  # None: the deadline came first
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            return self.erase_flow(admin, subject_id, flow_id, refs, tally=True)
+
         for _ in range(MAX_FLOW_PASSES):
-            erased_now = 0
-            for flow in self._patient_flows(patient_id):
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                erased_now += self._erase_flow(admin, subject_id, state["erasure_id"], flow)
-            if erased_now == 0:
+            with ThreadPoolExecutor(FLOW_WORKERS, thread_name_prefix="erasure") as pool:
+                erased = list(pool.map(erase, self._patient_flows(patient_id)))
+            if None in erased:
+                return False
+            if not any(erased):
                 return True
         return True
 
@@ -244,51 +257,43 @@ class SubjectErasure:
         }
         return [item["flow_id"]["S"] for item in query_items(self._db, request)]
 
-    def _erase_flow(self, admin: Principal, subject_id: str, erasure_id: str, flow_id: str) -> int:
-        return self.erase_flow(admin, subject_id, flow_id, {"erasure": erasure_id}, tally=True)
-
     def erase_flow(self, actor: Principal, subject_id: str, flow_id: str, refs: dict[str, str], *, tally: bool) -> int:
         """Delete what a flow holds and leave its tombstone (``admin.subject.flow_erased``, naming ``refs``): 1, or 0
         when it is one already. ``tally`` counts it into the subject's erasure (retention erases with none)."""
         table = self._s.aws.table_name
-        flow = self._db.get_item(TableName=table("flows"), Key={"flow_id": {"S": flow_id}}, ConsistentRead=True)
-        stored = flow.get("Item")
-        if stored is None or stored.get("flow_state", {}).get("S") == ERASED_STATE:
-            return 0
-        if ERASED_AT not in stored:
+        try:
             # Fence the flow first: no step is written to it from now on (a step write needs it active) and every
             # read of it answers 410, so nothing lands between the deletes below and the tombstone.
-            self._db.update_item(
+            fenced = self._db.update_item(
                 TableName=table("flows"),
                 Key={"flow_id": {"S": flow_id}},
-                UpdateExpression="SET flow_state = :erasing, #erased = :now",
-                ConditionExpression="attribute_exists(flow_id)",
+                UpdateExpression="SET flow_state = :erasing, #erased = if_not_exists(#erased, :now)",
+                ConditionExpression="attribute_exists(flow_id) AND flow_state <> :erased",
                 ExpressionAttributeNames={"#erased": ERASED_AT},
-                ExpressionAttributeValues={":erasing": {"S": "erasing"}, ":now": {"S": timestamp(self._s.clock())}},
+                ExpressionAttributeValues={
+                    ":erasing": {"S": "erasing"},
+                    ":erased": {"S": ERASED_STATE},
+                    ":now": {"S": timestamp(self._s.clock())},
+                },
+                ReturnValues="ALL_OLD",
             )
-            self._after("flow_fenced")
-        steps = self._keys_of("steps", flow_id, "step_id")
-        waiting = self._keys_of("otlp_waiting", flow_id, "waiting_key")
-        pathway = {"pathway_id": {"S": pathway_id_for(flow_id)}}
-        had_pathway = "Item" in self._db.get_item(
-            TableName=table("pathways"), Key=pathway, ProjectionExpression="pathway_id"
-        )
-        batch_delete(self._db, table("steps"), steps)
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return 0  # gone, or a tombstone already
+        stored = fenced["Attributes"]
+        self._after("flow_fenced")
+        batch_delete(self._db, table("steps"), self._keys_of("steps", flow_id, "step_id"))
+        # Only the OTLP receiver holds spans for a parent, and only under the flows it opened.
+        opened_by_otlp = stored.get("source", {}).get("S") == "otlp"
+        waiting = self._keys_of("otlp_waiting", flow_id, "waiting_key") if opened_by_otlp else []
         batch_delete(self._db, table("otlp_waiting"), waiting)
-        snapshot_objects = 0
-        if had_pathway:
-            self._db.delete_item(TableName=table("pathways"), Key=pathway)
-            family = stored.get("trigger_type", {}).get("S")
-            if family and family not in self._purged:  # the family's snapshots name the pathway: they go too
-                snapshot_objects = SnapshotStore.of(self._s).purge_family(family)
-                self._purged.add(family)
+        pathway = {"pathway_id": {"S": pathway_id_for(flow_id)}}
+        seeded = self._db.delete_item(TableName=table("pathways"), Key=pathway, ReturnValues="ALL_OLD")
+        had_pathway = "Attributes" in seeded
+        snapshot_objects = self._purge_snapshots(stored) if "closed_at" in stored else 0
         self._after("flow_contents")
-        kept = {
-            name: stored[name] for name in ("created_at", "trigger_type", "closed_at", "closed_shard") if name in stored
-        }
         tombstone = {
             "flow_id": {"S": flow_id},
-            **kept,
+            **{name: stored[name] for name in TOMBSTONE_KEEPS if name in stored},
             "flow_state": {"S": ERASED_STATE},
             ERASED_AT: {"S": timestamp(self._s.clock())},
             **{f"{name}_id": {"S": value} for name, value in refs.items()},  # erasure_id, or retention_id
@@ -299,12 +304,6 @@ class SubjectErasure:
         spans = sum(1 for key in waiting if key["waiting_key"]["S"] != WAITING_MARKER)  # not the flow's marker item
         counts = {"flows": 1, "steps": step_count, "waiting_spans": spans, "pathways": int(had_pathway)}
         counts["snapshot_objects"] = snapshot_objects
-        lanes = _lanes(flow_id)
-        adds = ", ".join(
-            [f"count_{name} :{name}" for name in counts] + [f"lane_{n} :lane{n}" for n in range(DIGEST_LANES)]
-        )
-        values = {f":{name}": {"N": str(value)} for name, value in counts.items()}
-        values |= {f":lane{n}": {"N": str(lane)} for n, lane in enumerate(lanes)}
         try:
             self._s.ledger.append(
                 AuditEntry(
@@ -323,26 +322,38 @@ class SubjectErasure:
                             "ExpressionAttributeValues": {":erasing": {"S": "erasing"}},
                         }
                     },
-                    *(
-                        [
-                            {
-                                "Update": {
-                                    "TableName": self._subjects,
-                                    "Key": subject_key(subject_id, ERASURE_ITEM),
-                                    "UpdateExpression": f"ADD {adds}",
-                                    "ExpressionAttributeValues": values,
-                                }
-                            }
-                        ]
-                        if tally
-                        else []
-                    ),
+                    *([self._tally(subject_id, flow_id, counts)] if tally else []),
                 ],
             )
         except ConditionFailed:
             return 0  # tombstoned by a concurrent retry of this erasure
         self._after("flow")
         return 1
+
+    def _tally(self, subject_id: str, flow_id: str, counts: dict[str, int]) -> dict[str, Any]:
+        """The update that counts an erased flow (and folds it into the digest) in one of the erasure's counter
+        shards: the flow's own, so flows erased in parallel never contend for one item."""
+        shard = int(hashlib.sha256(flow_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
+        adds = [f"count_{name} :{name}" for name in counts] + [f"lane_{n} :lane{n}" for n in range(DIGEST_LANES)]
+        values = {f":{name}": {"N": str(value)} for name, value in counts.items()}
+        values |= {f":lane{n}": {"N": str(lane)} for n, lane in enumerate(_lanes(flow_id))}
+        return {
+            "Update": {
+                "TableName": self._subjects,
+                "Key": subject_key(subject_id, f"{ERASURE_ITEM}#{shard}"),
+                "UpdateExpression": "ADD " + ", ".join(adds),
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _purge_snapshots(self, stored: dict[str, Any]) -> int:
+        """Delete the pathway snapshots of a closed flow's family (it may have seeded one), once a run a family."""
+        family = stored.get("trigger_type", {}).get("S")
+        with self._lock:
+            if not family or family in self._purged:
+                return 0
+            self._purged.add(family)
+        return SnapshotStore.of(self._s).purge_family(family)
 
     def _erase_conversations(
         self, admin: Principal, subject_id: str, state: dict[str, Any], deadline: float | None
@@ -559,8 +570,23 @@ class SubjectErasure:
         )
 
     def _state(self, subject_id: str) -> dict[str, Any] | None:
-        item = self._item(subject_id, ERASURE_ITEM)
-        return items.from_item(item) if item else None
+        """The ``#erasure`` item, its counts and digest lanes summed with its counter shards' (one query)."""
+        request = {
+            "TableName": self._subjects,
+            "KeyConditionExpression": "subject_id = :s AND begins_with(sk, :e)",
+            "ExpressionAttributeValues": {":s": {"S": subject_id}, ":e": {"S": ERASURE_ITEM}},
+            "ConsistentRead": True,
+        }
+        found = [items.from_item(item) for item in query_items(self._db, request)]
+        state = next((item for item in found if item["sk"] == ERASURE_ITEM), None)
+        if state is None:
+            return None
+        for shard in found:
+            if shard is not state:
+                for name, value in shard.items():
+                    if name.startswith(("count_", "lane_")):
+                        state[name] = int(state.get(name, 0)) + int(value)
+        return state
 
     def _item(self, subject_id: str, sk: str) -> dict[str, Any] | None:
         response = self._db.get_item(TableName=self._subjects, Key=subject_key(subject_id, sk), ConsistentRead=True)

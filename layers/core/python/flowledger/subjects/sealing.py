@@ -47,15 +47,18 @@ class SubjectSealer:
 
     def seal(self, value: Any, ref: FieldRef) -> dict[str, str]:
         """An opaque record of ``value`` that opens only at ``ref`` (and, for a patient's flow, only until erasure)."""
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only steps with PII pay for it
-
         subject_id = self.subject_of_flow(ref.flow_id)
         if subject_id is None:
             return self._fields.seal(value, ref)
+        return self.seal_for(subject_id, value, ref)
+
+    def seal_for(self, subject_id: str, value: Any, ref: FieldRef) -> dict[str, str]:
+        """``value`` sealed under the subject's own key at ``ref`` (a chat run's text, say: a place not in a flow)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only steps with PII pay for it
+
         key = self.keys.key(subject_id, create=True)
         nonce = os.urandom(12)
-        data = json.dumps(value).encode()
-        ciphertext = AESGCM(key.plaintext).encrypt(nonce, data, associated_data(ref, subject_id))
+        ciphertext = AESGCM(key.plaintext).encrypt(nonce, json.dumps(value).encode(), associated_data(ref, subject_id))
         return {
             SEALED_MARKER: FORMAT_V3,
             "subject": subject_id,
@@ -65,25 +68,30 @@ class SubjectSealer:
 
     def open(self, sealed: dict[str, str], ref: FieldRef) -> Any:
         """The value sealed at ``ref``: ``SubjectErased`` when its subject's key is gone, ``SealedFieldError`` when
-        it was sealed elsewhere or altered."""
+        it was sealed elsewhere or altered. A flow's field names its flow's subject or it does not open."""
+        if sealed.get(SEALED_MARKER) != FORMAT_V3:
+            return self._fields.open(sealed, ref)
+        subject_id = self.subject_of_flow(ref.flow_id)
+        if subject_id is None or sealed.get("subject") != subject_id:
+            raise SealedFieldError(f"sealed field {ref} names another subject than its flow's")
+        # A fresh read of the key: an admin's open fails the moment an erasure destroys it.
+        return self.open_for(subject_id, sealed, ref, fresh=True)
+
+    def open_for(self, subject_id: str, sealed: dict[str, str], ref: FieldRef, *, fresh: bool = False) -> Any:
+        """A value ``seal_for`` sealed for ``subject_id`` at ``ref``; the errors are :meth:`open`'s."""
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        if sealed.get(SEALED_MARKER) != FORMAT_V3:
-            return self._fields.open(sealed, ref)
-        subject_id = sealed.get("subject")
         try:
             nonce, ciphertext = (base64.b64decode(sealed[part], validate=True) for part in ("nonce", "ciphertext"))
         except (KeyError, TypeError, binascii.Error):
             raise SealedFieldError(f"sealed field {ref} is malformed") from None
-        if not isinstance(subject_id, str) or subject_id != self.subject_of_flow(ref.flow_id):
-            raise SealedFieldError(f"sealed field {ref} names another subject than its flow's")
-        key = self.keys.key(subject_id, create=False, fresh=True)
+        key = self.keys.key(subject_id, create=False, fresh=fresh)
         try:
             data = AESGCM(key.plaintext).decrypt(nonce, ciphertext, associated_data(ref, subject_id))
         except (InvalidTag, ValueError):
             raise SealedFieldError(
-                f"sealed field {ref} does not open: it was sealed for another step, side or field, or altered"
+                f"sealed field {ref} does not open: it was sealed for another place or subject, or altered"
             ) from None
         return json.loads(data)
 
