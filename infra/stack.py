@@ -90,6 +90,8 @@ JOBS_ACCESS = DataAccess(
         "pathways",
         "otlp_waiting",  # OTLP spans whose wait for a parent is over (otlp_release)
         "subjects",  # a patient's span is sealed under the patient's key
+        "consents",  # the erasure resume job finishes an erasure: the consent and rate-limit items go
+        "rate_limits",
     ),
     read_buckets=("checkpoints", "artifacts", "documents"),
     write_buckets=("checkpoints", "artifacts"),

@@ -1035,6 +1035,21 @@ DOC_COMPLETE = Route("POST", DOCUMENT + "/versions/{version}/complete", DOCUMENT
 DOC_DELETE = Route("DELETE", DOCUMENT, DOCUMENTER, stored_document, other=404)
 
 DECAY_FLOWS = Job("flow_decay", stale_flow)
+
+
+def erasure_left_running(env: Env) -> Values:
+    """Ann's erasure begun through the route's machine and left in its flows phase (its request ran out of time)."""
+    from flowledger.identity import Principal
+    from flowledger.subjects.erasure import SubjectErasure
+
+    values = ann_with_a_flow(env)
+    view = SubjectErasure(env.services).erase(Principal(kind="iam", id=ADMIN.arn), "p-ann", "gdpr_art17_request", 0.0)
+    assert view.phase == "flows", view
+    return values
+
+
+RESUME = Job("subject_erasure_resume", erasure_left_running, note="an erasure left running")
+RESUME_NONE = Job("subject_erasure_resume", note="none running")
 RETENTION_OFF = Job("subject_retention", cold_pathway, note="no policy set")
 RETENTION = Job("subject_retention", cold_pathway, {"retention_flows_days": 30}, note="flows after 30 days")
 SWEEP = Job("backlog_stale_sweep", stale_dispatched_row, note="dispatched 31 min ago")
@@ -1161,6 +1176,11 @@ ROWS: list[Row] = [
     # jobs (actor system:<job>)
     Row(Job("heartbeat"), None),
     Row(Job("ledger_checkpoint", audited_flow), None),
+    Row(RESUME_NONE, None),
+    Row(RESUME, "admin.subject.flow_erased", FLOW, "system:subject_erasure_resume"),
+    Row(RESUME, "admin.subject.flows_erased", SUBJECT_ID, "system:subject_erasure_resume"),
+    Row(RESUME, "admin.subject.conversations_erased", SUBJECT_ID, "system:subject_erasure_resume"),
+    Row(RESUME, "admin.subject.erased", SUBJECT_ID, "system:subject_erasure_resume"),
     Row(RETENTION_OFF, None),
     Row(RETENTION, "admin.subject.flow_erased", FLOW, "system:subject_retention"),
     Row(RETENTION, "subjects.retention.applied", "job:subject_retention", "system:subject_retention"),

@@ -18,6 +18,7 @@ from flowledger.pathways.jobs import backfill_job, decay_job
 from flowledger.reasoning.service import flow_decay_job
 from flowledger.research.loop import consumer_job, stale_sweep_job
 from flowledger.services import Services, bootstrap
+from flowledger.subjects.erasure import RESUME_JOB, resume_erasures_job
 from flowledger.subjects.retention import RETENTION_JOB, retention_job
 
 logger = Logger(child=True)
@@ -83,6 +84,12 @@ JOBS: tuple[Job, ...] = (
         "rate(1 minute)",
         "Writes OTLP spans that waited their full time for a parent, under their flow, marked orphan.",
         release_job,
+    ),
+    Job(
+        RESUME_JOB,
+        "rate(5 minutes)",
+        "Goes on with every subject erasure left running (answered 202 and not sent again, or cut short).",
+        resume_erasures_job,
     ),
     Job(
         RETENTION_JOB,

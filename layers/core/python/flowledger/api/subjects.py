@@ -19,7 +19,7 @@ from flowledger.subjects.holds import Hold, LegalHolds
 
 router = Router()
 PatientId = Annotated[str, Path(pattern=PATIENT_ID_PATTERN)]
-# What one request spends erasing before it answers 202 (the rest: the next request, or the erasure job):
+# What one request spends erasing before it answers 202 (the rest: the next request, or subject_erasure_resume):
 # well inside API Gateway's 29 seconds.
 REQUEST_BUDGET_SECONDS = 20.0
 
@@ -53,7 +53,8 @@ def subject(patient_id: PatientId) -> SubjectView:
     description=(
         "Destroys the patient's data key, deletes their flows' steps, waiting spans and pathways, leaves "
         "tombstones, deletes their consent, and records the receipt `admin.subject.erased`. 409 while a legal "
-        "hold stands. 202 when the request's time ran out first: send it again (or let the erasure job) finish."
+        "hold stands. 202 when the request's time ran out first: send it again, or the subject_erasure_resume job "
+        "finishes it within minutes."
     ),
     tags=["subjects"],
     responses={

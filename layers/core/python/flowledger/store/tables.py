@@ -126,7 +126,13 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("steps", Key("flow_id"), Key("step_id"), indexes=(Index("by_created", Key("flow_id"), _CREATED),)),
     TableSpec("consents", Key("patient_id")),
     # Subjects (patients) by a digest of their id (subjects/): each one's data key, legal hold and erasure.
-    TableSpec("subjects", Key("subject_id"), Key("sk")),
+    TableSpec(
+        "subjects",
+        Key("subject_id"),
+        Key("sk"),
+        # Sparse: only an erasure still running carries erasure_state ("running"); the resume job finds it here.
+        indexes=(Index("by_state", Key("erasure_state"), Key("started_at"), include=("patient_id", "reason")),),
+    ),
     # OTLP spans waiting for a parent that has not arrived (otlp/waiting.py), each sealed whole. No TTL: a span
     # leaves only by being written, so nothing that was taken is ever dropped.
     TableSpec("otlp_waiting", Key("flow_id"), Key("waiting_key")),

@@ -115,7 +115,7 @@ class SubjectErasure:
         call again to finish it. A done erasure is answered as it was.
         """
         subject_id = subject_id_of(patient_id)
-        state = self._state(subject_id) or self._begin(admin, subject_id, reason)
+        state = self._state(subject_id) or self._begin(admin, patient_id, subject_id, reason)
         while state["phase"] != "completed":
             phase = state["phase"]
             if phase == "key":
@@ -151,7 +151,7 @@ class SubjectErasure:
 
     # ---- phases ------------------------------------------------------------------------------
 
-    def _begin(self, admin: Principal, subject_id: str, reason: str) -> dict[str, Any]:
+    def _begin(self, admin: Principal, patient_id: str, subject_id: str, reason: str) -> dict[str, Any]:
         hold = self._item(subject_id, HOLD_ITEM)
         if hold is not None:
             raise LegalHold(f"a legal hold stops this erasure: {hold.get('reason', {}).get('S', '(no reason given)')}")
@@ -166,7 +166,8 @@ class SubjectErasure:
                     "requested_by": admin.actor,
                     "started_at": started,
                     "phase": "key",
-                    "erasure_state": "running",
+                    "erasure_state": "running",  # the by_state index: the resume job finds it while it runs
+                    "patient_id": patient_id,  # what the job needs to go on; removed with the receipt
                     **{f"count_{name}": 0 for name in COUNTED},
                     **{f"lane_{n}": 0 for n in range(DIGEST_LANES)},
                 }
@@ -200,7 +201,7 @@ class SubjectErasure:
             )
         except ConditionFailed as failed:
             if failed.index == 1:
-                return self._begin(admin, subject_id, reason)  # raises LegalHold with the hold's reason
+                return self._begin(admin, patient_id, subject_id, reason)  # raises LegalHold with the hold's reason
             begun = self._state(subject_id)  # another request began it first: go on with theirs
             if begun is None:
                 raise
@@ -529,7 +530,7 @@ class SubjectErasure:
             expression += " ADD " + ", ".join(f"count_{name} :a{n}" for n, name in enumerate(adds))
             values |= {f":a{n}": {"N": str(value)} for n, value in enumerate(adds.values())}
         if remove_state:
-            expression += " REMOVE erasure_state"
+            expression += " REMOVE erasure_state, patient_id"
         return {
             "Update": {
                 "TableName": self._subjects,
@@ -621,3 +622,29 @@ def _lanes(flow_id: str) -> list[int]:
 def _lanes_digest(lanes: list[int]) -> str:
     """The erased flows' digest: SHA-256 over the lane sums (the same set of flows gives the same digest)."""
     return hashlib.sha256(("flows:" + ",".join(str(lane) for lane in lanes)).encode()).hexdigest()
+
+
+RESUME_JOB = "subject_erasure_resume"
+RESUME_BUDGET_SECONDS = 600.0  # of the jobs function's 15 minutes: the rest is left for the next run
+
+
+def resume_erasures_job(services: Services) -> dict[str, Any]:
+    """Every few minutes: go on with each erasure left running (a request that answered 202 and was not sent
+    again, a crash), as ``system:subject_erasure_resume``, until done or out of time."""
+    deadline = time.monotonic() + RESUME_BUDGET_SECONDS
+    request = {
+        "TableName": services.subject_keys.table,
+        "IndexName": "by_state",
+        "KeyConditionExpression": "erasure_state = :r",
+        "ExpressionAttributeValues": {":r": {"S": "running"}},
+        "ProjectionExpression": "patient_id, reason",
+    }
+    actor = Principal(kind="iam", id=f"system:{RESUME_JOB}")
+    done = running = 0
+    for item in query_items(services.aws.dynamodb, request):
+        if time.monotonic() >= deadline:
+            running += 1
+            continue
+        view = SubjectErasure(services).erase(actor, item["patient_id"]["S"], item["reason"]["S"], deadline)
+        done, running = (done + 1, running) if view.phase == "completed" else (done, running + 1)
+    return {"completed": done, "still_running": running}
