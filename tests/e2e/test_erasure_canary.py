@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from flowledger.cli.store import services as store_services
+from flowledger.otlp.ingest import flow_id_of as otlp_flow_id
 from flowledger.store.tables import BUCKETS, TABLES
 from tests.e2e.conftest import RunningServer
 from tests.e2e.test_step_batch_http import token
@@ -221,6 +222,10 @@ def test_an_erased_patients_canaries_are_nowhere_and_everyone_elses_still_read(s
     assert canary(BOB, "upload") in served_data(served).decode(errors="replace")
     overview = admin(served, "GET", f"/admin/v1/reasoning/flows/{bob['flow_id']}").json()
     assert canary(BOB, "flow") in json.dumps(overview)
+    # Her traces' receipts committed to her bodies only through her salt, erased with her.
+    receipts = admin(served, "GET", "/admin/v1/audit/events", subject=f"flow:{otlp_flow_id('a' * 32)}").json()
+    digests = [e["payload"] for e in receipts["events"] if e["action"] == "reasoning.otlp.received"]
+    assert digests and all("body_hmac" in p and "body_sha256" not in p for p in digests)
     # Her agent's traces sent again are refused span by span, and nothing of them is kept.
     again = writer.send("POST", "/api/otlp/v1/traces", otlp_body(ANN, "a" * 32))
     assert again.status_code == 200, again.text

@@ -22,6 +22,7 @@ from flowledger.store.object_versions import object_versions
 from flowledger.store.tables import TABLES
 from flowledger.subjects import subject_id_of
 from flowledger.subjects.erasure import SubjectErasure
+from flowledger.subjects.holdings import subject_view
 from tests.bundle_verifier import verifier
 from tests.integration.test_reasoning_routes import (
     ADMIN,
@@ -284,6 +285,8 @@ async def test_a_patients_chat_sessions_are_erased_with_them(services: Services)
         ]
         sessions = (await ann.get("/api/chat/sessions")).json()["sessions"]
         assert [s["title"] for s in sessions] == [f"What does {ANN_CANARY} mean for my dose?"]
+        held = {c.data_class: c.items for c in subject_view(services, "p-ann").classes}
+        assert held == {"conversations": 1}  # what is held about her, by class
         view = SubjectErasure(services).erase(Principal(kind="iam", id=OFFICER), "p-ann", "gdpr_art17_request")
         assert (view.counts["sessions"], view.counts["session_items"]) == (1, 3)  # the header and two runs
         stored = everything(services)

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import hmac
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from flowledger.errors import (
     LedgerContention,
     PayloadTooLarge,
     RateLimited,
+    SubjectErased,
     UpstreamUnavailable,
 )
 from flowledger.identity import Principal
@@ -243,7 +245,6 @@ def record_receipts(
     subject when no flow was. Counts and hashes only: nothing a span said. Returns the events' ids."""
     digest = hashlib.sha256(body).hexdigest()
     common = {
-        "body_sha256": digest,
         "body_bytes": len(body),
         "content_type": "protobuf" if kind.endswith("protobuf") else "json",
         "signal": signal,
@@ -259,6 +260,7 @@ def record_receipts(
                 subject=subject,
                 payload={
                     **common,
+                    **_body_digest(services, subject, body, digest),
                     "recorded": tally.recorded,
                     "already_recorded": tally.already_recorded,
                     "refused": tally.refused,
@@ -271,6 +273,20 @@ def record_receipts(
         ).event_id
         for subject, tally in subjects.items()
     ]
+
+
+def _body_digest(services: Services, subject: str, body: bytes, digest: str) -> dict[str, str]:
+    """What a receipt commits to of the body: its SHA-256, or for a patient's flow an HMAC-SHA256 keyed with the
+    patient's salt (``body_hmac``), so that once they are erased no digest of their words can be matched."""
+    flow_id = subject.removeprefix("flow:")
+    subject_id = services.sealer.subject_of_flow(flow_id) if subject.startswith("flow:") else None
+    if subject_id is None:
+        return {"body_sha256": digest}
+    try:
+        salt = services.subject_keys.key(subject_id, create=False).salt
+    except SubjectErased:
+        return {"body_hmac": "erased"}  # refused whole: the flow's patient was erased
+    return {"body_hmac": hmac.new(salt, body, hashlib.sha256).hexdigest()}
 
 
 def _open_flow(flows: FlowService, principal: Principal, flow_id: str, trace_id: str, origin: Origin) -> None:

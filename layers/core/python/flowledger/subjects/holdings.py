@@ -41,7 +41,11 @@ def subject_view(services: Services, patient_id: str) -> SubjectView:
     key = db.get_item(
         TableName=services.subject_keys.table, Key=subject_key(subject_id, KEY_ITEM), ConsistentRead=True
     ).get("Item")
-    classes = [_flows(services, patient_id)]
+    classes = [
+        _flows(services, patient_id),
+        _indexed(services, "conversations", "runs", "session_subject", subject_id),
+        _indexed(services, "uploads", "documents", "subject_id", subject_id),
+    ]
     consent = db.get_item(TableName=table("consents"), Key={"patient_id": {"S": patient_id}}, ConsistentRead=True)
     if "Item" in consent:
         classes.append(HeldClass(data_class="consents", items=1, since=consent["Item"]["changed_at"]["S"]))
@@ -76,3 +80,20 @@ def _flows(services: Services, patient_id: str) -> HeldClass:
         count += 1
         oldest = oldest or item["created_at"]["S"]
     return HeldClass(data_class="flows", items=count, since=oldest)
+
+
+def _indexed(services: Services, data_class: str, logical: str, attribute: str, subject_id: str) -> HeldClass:
+    """The subject's chat sessions (runs) or uploads (documents), from the table's sparse by_subject index."""
+    request = {
+        "TableName": services.aws.table_name(logical),
+        "IndexName": "by_subject",
+        "KeyConditionExpression": "#s = :s",
+        "ExpressionAttributeNames": {"#s": attribute},
+        "ExpressionAttributeValues": {":s": {"S": subject_id}},
+        "ProjectionExpression": "created_at",
+    }
+    count, oldest = 0, None
+    for item in query_items(services.aws.dynamodb, request):
+        count += 1
+        oldest = oldest or item["created_at"]["S"]
+    return HeldClass(data_class=data_class, items=count, since=oldest)
