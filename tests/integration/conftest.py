@@ -44,8 +44,10 @@ def via(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def moto_services(clean_environment: None) -> Iterator[Services]:
+def moto_services(clean_environment: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Services]:
     """Services against moto patched in-process (no server), with the dev server's transaction rollback."""
+    # moto in process is not safe for writes from several threads (the locked server is): one erasure worker.
+    monkeypatch.setenv("FLOWLEDGER_ERASURE_WORKERS", "1")
     moto_transactions.install()
     moto_kms_ed25519.install()  # the ledger's Ed25519 signing key
     with mock_aws():

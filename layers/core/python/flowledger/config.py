@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     # How long an OTLP span waits for a parent that has not arrived before it is written under the flow itself,
     # marked orphan (otlp/waiting.py); 0 writes it so at once.
     otlp_parent_wait_seconds: int = Field(30, validation_alias="FLOWLEDGER_OTLP_PARENT_WAIT_SECONDS", ge=0, le=3600)
+    # Flows one erasure erases at once (subjects/erasure.py): each waits on the store most of its time.
+    erasure_workers: int = Field(8, validation_alias="FLOWLEDGER_ERASURE_WORKERS", ge=1, le=32)
     # Retention (subjects/retention.py): a patient's data of each class is erased this many days after it was
     # made, by the daily subject_retention job; unset, that class is kept until its subject is erased.
     retention_flows_days: int | None = Field(None, validation_alias="FLOWLEDGER_RETENTION_FLOWS_DAYS", ge=1, le=36500)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from flowledger.errors import Conflict, FlowledgerError, InvalidInput, NotFound, UpstreamUnavailable
+from flowledger.errors import Conflict, FlowledgerError, InvalidInput, NotFound
 from flowledger.knowledge.documents import PreparedDocument, prepare_document
 from flowledger.knowledge.legacy_corpus import LEGACY_META_KEY, migrate_legacy_corpus
 from flowledger.knowledge.ranking import SEMANTIC_ONLY_THRESHOLD, rank
@@ -54,6 +54,7 @@ from flowledger.llm.ports import ModelError
 from flowledger.services import Services
 from flowledger.store import items
 from flowledger.store.cursors import decode_cursor, encode_cursor
+from flowledger.store.object_versions import delete_every_version
 from flowledger.store.paging import query_items
 
 __all__ = [
@@ -397,21 +398,7 @@ class KnowledgeIndex:
 
     def _delete_bodies(self, scope: str, document_id: str) -> None:
         # The bucket is versioned: deleting only the current objects would keep every body readable.
-        s3, bucket = self._s.aws.s3, self._s.aws.bucket_name("documents")
-        versions: list[dict[str, str]] = []
-        for page in s3.get_paginator("list_object_versions").paginate(
-            Bucket=bucket, Prefix=body_prefix(scope, document_id)
-        ):
-            for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
-                versions.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-        for start in range(0, len(versions), 1000):
-            errors = s3.delete_objects(
-                Bucket=bucket, Delete={"Objects": versions[start : start + 1000], "Quiet": True}
-            ).get("Errors")
-            if errors:
-                raise UpstreamUnavailable(
-                    f"S3 kept {len(errors)} object(s) of {document_id} ({errors[0].get('Code')}); run the removal again"
-                )
+        delete_every_version(self._s.aws.s3, self._s.aws.bucket_name("documents"), body_prefix(scope, document_id))
 
     def _delete(self, keys: list[dict[str, Any]]) -> None:
         self._batch([{"DeleteRequest": {"Key": key}} for key in keys])

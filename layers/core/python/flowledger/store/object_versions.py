@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowledger.errors import UpstreamUnavailable
+from botocore.exceptions import ClientError
 
-DELETE_OBJECTS_MOST = 1000  # DeleteObjects' limit per request
+from flowledger.errors import UpstreamUnavailable
 
 
 def object_versions(s3: Any, bucket: str, prefix: str) -> list[dict[str, str]]:
@@ -23,14 +23,16 @@ def object_versions(s3: Any, bucket: str, prefix: str) -> list[dict[str, str]]:
 
 
 def delete_object_versions(s3: Any, bucket: str, what: str, versions: list[dict[str, str]]) -> None:
-    """Delete these versions; ``UpstreamUnavailable`` (retry) naming ``what`` when S3 keeps any."""
-    for start in range(0, len(versions), DELETE_OBJECTS_MOST):
-        batch = versions[start : start + DELETE_OBJECTS_MOST]
-        errors = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True}).get("Errors")
-        if errors:
-            raise UpstreamUnavailable(
-                f"S3 kept {len(errors)} object version(s) of {what} ({errors[0].get('Code')}); erase it again"
-            )
+    """Delete these versions, one ``DeleteObject`` each; ``UpstreamUnavailable`` (retry) naming ``what`` on a
+    refusal. One at a time, not ``DeleteObjects``: the embedded store of ``flowledger serve`` saves a whole
+    snapshot for every ``DeleteObjects`` (its journal cannot replay one), and what is erased here is a few
+    versions a document or a snapshot family, so a request each costs little on AWS too."""
+    for version in versions:
+        try:
+            s3.delete_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            raise UpstreamUnavailable(f"S3 kept an object version of {what} ({code}); try again") from None
 
 
 def delete_every_version(s3: Any, bucket: str, prefix: str) -> int:

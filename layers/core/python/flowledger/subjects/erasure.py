@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -68,10 +69,9 @@ COUNTED = (
 # erasure meets them in; 56-bit lanes keep each sum inside DynamoDB's 38-digit numbers.
 DIGEST_LANES = 4
 LANE_BITS = 56
-# Flows erased at once (each a handful of requests, most of their time waiting on the store), and the counter
-# shards of the erasure item they count into (the receipt sums them): no two flows contend for one item.
-FLOW_WORKERS = 8
-COUNTER_SHARDS = 8
+# The counter shards of the erasure item (the receipt sums them): each worker of a run counts into its own
+# (FLOWLEDGER_ERASURE_WORKERS is at most this many), so flows erased at once never contend for one item.
+COUNTER_SHARDS = 32
 # Flows of a patient read back from the eventually consistent by_patient index until a pass erases none.
 MAX_FLOW_PASSES = 100
 # What a flow's tombstone keeps: ids, times and counts, never a summary, a reference or the patient.
@@ -107,6 +107,8 @@ class SubjectErasure:
         self._after = after
         self._purged: set[str] = set()  # trigger families whose pathway snapshots this run deleted
         self._lock = threading.Lock()
+        self._worker = threading.local()  # .shard: the counter shard this worker thread counts into
+        self._shards = itertools.count()
 
     def erase(self, admin: Principal, patient_id: str, reason: str, deadline: float | None = None) -> ErasureView:
         """Erase ``patient_id``'s data (``LegalHold`` while one stands), or go on with an erasure already begun.
@@ -240,7 +242,7 @@ class SubjectErasure:
             return self.erase_flow(admin, subject_id, flow_id, refs, tally=True)
 
         for _ in range(MAX_FLOW_PASSES):
-            with ThreadPoolExecutor(FLOW_WORKERS, thread_name_prefix="erasure") as pool:
+            with ThreadPoolExecutor(self._s.settings.erasure_workers, thread_name_prefix="erasure") as pool:
                 erased = list(pool.map(erase, self._patient_flows(patient_id)))
             if None in erased:
                 return False
@@ -333,8 +335,11 @@ class SubjectErasure:
 
     def _tally(self, subject_id: str, flow_id: str, counts: dict[str, int]) -> dict[str, Any]:
         """The update that counts an erased flow (and folds it into the digest) in one of the erasure's counter
-        shards: the flow's own, so flows erased in parallel never contend for one item."""
-        shard = int(hashlib.sha256(flow_id.encode()).hexdigest()[:8], 16) % COUNTER_SHARDS
+        shards: this worker's own, so flows erased in parallel never contend for one item."""
+        shard = getattr(self._worker, "shard", None)
+        if shard is None:
+            with self._lock:
+                shard = self._worker.shard = next(self._shards) % COUNTER_SHARDS
         adds = [f"count_{name} :{name}" for name in counts] + [f"lane_{n} :lane{n}" for n in range(DIGEST_LANES)]
         values = {f":{name}": {"N": str(value)} for name, value in counts.items()}
         values |= {f":lane{n}": {"N": str(lane)} for n, lane in enumerate(_lanes(flow_id))}
