@@ -80,6 +80,9 @@ def open_flow_request() -> Request:
     return Request("reasoning", "POST", "/api/reasoning/flows", body, WRITER)
 
 
+NO_PATIENT = {"trigger_type": "user_question", "trigger_ref": "chat/run-1", "trigger_summary": "A question"}
+
+
 def step_request(flow_id: str) -> Request:
     body = {"step_kind": "retrieval", "agent": "researcher", "summary_text": "Retrieved passages", "confidence": 0.95}
     return Request("reasoning", "POST", f"/api/reasoning/flows/{flow_id}/steps", body, WRITER)
@@ -123,11 +126,19 @@ def resolve_claim_path(call: Call) -> Request:
     return Request("research", "PATCH", path, {"resolution": "dismissed"}, user_arn=ADMIN)
 
 
+def known_patient(call: Call, request: Request) -> Request:
+    """``request``, once p-ann already has her data key (her first flow made it): what it writes is its own."""
+    ok(call, open_flow_request())
+    return request
+
+
 PATHS: dict[str, Callable[[Call], Request]] = {
-    "open-flow": lambda _: open_flow_request(),
+    "open-flow": lambda call: known_patient(call, open_flow_request()),
     "add-step": add_step_path,
     "close-flow": close_flow_path,
-    "consent": lambda _: Request("reasoning", "PUT", "/api/reasoning/consent", {"reasoning_read": True}, PATIENT),
+    "consent": lambda call: known_patient(
+        call, Request("reasoning", "PUT", "/api/reasoning/consent", {"reasoning_read": True}, PATIENT)
+    ),
     "enqueue": lambda _: enqueue_request(),
     "pull": pull_path,
     "mark-claim": lambda _: Request(
@@ -222,7 +233,10 @@ def test_a_refused_write_is_503_and_leaves_nothing(
 
 @pytest.mark.parametrize("code", ["ThrottlingException", "LimitExceededException"])
 def test_kms_throttling_a_sealed_step_is_503_and_leaves_nothing(call: Call, services: Services, code: str) -> None:
-    request = add_step_path(call)
+    # A flow of no patient: its fields are sealed under a data key of the flow's own, made now.
+    request = step_request(
+        ok(call, Request("reasoning", "POST", "/api/reasoning/flows", NO_PATIENT, WRITER))["flow_id"]
+    )
     sealed = Request(
         request.function,
         request.method,

@@ -333,3 +333,10 @@ def test_retention_erases_a_patients_old_flows_and_a_hold_keeps_them(services: S
     # Retention erases items, not the subject: Ann keeps her key and may have new flows.
     assert SubjectErasure(services).status("p-ann") is None
     assert retention_job(services)["flows"] == 0  # nothing more is due
+
+
+def test_the_cli_checks_patient_ids_as_the_routes_do() -> None:
+    from flowledger.cli import subjects as cli_subjects
+    from flowledger.subjects import PATIENT_ID_PATTERN
+
+    assert cli_subjects.PATIENT_ID_PATTERN == PATIENT_ID_PATTERN

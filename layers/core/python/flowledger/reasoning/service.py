@@ -439,8 +439,10 @@ class FlowService:
                     keys.fence(subject_id_of(principal.patient_id)),
                 ],
             )
-        except ConditionFailed:  # only the fence has a condition
-            raise SubjectErased("your data was erased") from None
+        except ConditionFailed as failed:
+            if failed.index == 1:  # the fence: an erasure of this patient has begun
+                raise SubjectErased("your data was erased") from None
+            raise Conflict("your consent changed meanwhile; read it and set it again") from None
         return consent
 
     def read_consent(self, principal: Principal) -> Consent:
