@@ -168,6 +168,7 @@ class Operations(Construct):
                 _graph("Research loop critical (1 = critical)", [loop_critical]),
                 _graph("Checkpoints refused (1 = refused)", [refused]),
                 _graph("Checkpoints unwitnessed (1 = under quorum)", [unwitnessed]),
+                _graph("Retention failures (items left for the next day)", [retention_failed]),
             ]
         )
 

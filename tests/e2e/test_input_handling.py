@@ -32,6 +32,7 @@ SAMPLE_IDS = {
     "workspace_id": "ws_01ARZ3NDEKTSV4RRFFQ69G5FAV",
     "document_id": "dc_01ARZ3NDEKTSV4RRFFQ69G5FAV",
     "user_id": "erin",
+    "patient_id": "p-sample",
     "version": "1",
 }
 BODY_ROUTES = [

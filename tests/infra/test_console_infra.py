@@ -176,7 +176,12 @@ def test_the_user_pool_is_invitation_only_with_a_strong_password_and_a_browser_c
     assert client["GenerateSecret"] is False
     assert sorted(client["ExplicitAuthFlows"]) == ["ALLOW_REFRESH_TOKEN_AUTH", "ALLOW_USER_PASSWORD_AUTH"]
     groups = {key: g["Properties"] for key, g in of_type(resources, "AWS::Cognito::UserPoolGroup").items()}
-    assert sorted(g["GroupName"] for g in groups.values()) == ["chat-users", "operators", "patients"]
+    assert sorted(g["GroupName"] for g in groups.values()) == [
+        "chat-users",
+        "erasure-officers",
+        "operators",
+        "patients",
+    ]
     assert all(g["UserPoolId"] == {"Ref": ids["users"]} for g in groups.values())
     # The operators group keeps the logical id it was first deployed with: a new one would replace it,
     # and with it every operator's membership.
@@ -196,20 +201,25 @@ def test_the_identity_pool_has_no_unauthenticated_identities(resources: dict[str
     ]
 
 
-def test_only_members_of_operators_are_mapped_to_a_role(resources: dict[str, Any], ids: dict[str, str]) -> None:
+def test_only_operators_and_erasure_officers_are_mapped_to_a_role(
+    resources: dict[str, Any], ids: dict[str, str]
+) -> None:
     _, attachment = one(resources, "AWS::Cognito::IdentityPoolRoleAttachment")
     assert attachment["IdentityPoolId"] == {"Ref": ids["identities"]}
     assert not attachment.get("Roles")  # no default authenticated role: a patient gets no AWS credentials
     (mapping,) = attachment["RoleMappings"].values()
     assert mapping["Type"] == "Rules" and mapping["AmbiguousRoleResolution"] == "Deny"
     assert text(mapping["IdentityProvider"]) == f"<{ids['users']}.ProviderName>:<{ids['client']}>"
+    officers = logical_id(resources, "AWS::IAM::Role", "ConsoleErasureOfficerRole")
+    # The first rule that matches wins: an erasure officer who is an operator too gets the officers' role.
     assert mapping["RulesConfiguration"]["Rules"] == [
         {
             "Claim": "cognito:groups",
             "MatchType": "Contains",
-            "Value": "operators",
-            "RoleARN": {"Fn::GetAtt": [ids["role"], "Arn"]},
+            "Value": group,
+            "RoleARN": {"Fn::GetAtt": [role, "Arn"]},
         }
+        for group, role in (("erasure-officers", officers), ("operators", ids["role"]))
     ]
 
 
@@ -236,12 +246,16 @@ def test_the_operator_role_may_invoke_this_apis_admin_routes_and_nothing_else(
     policies = [p["Properties"] for p in of_type(resources, "AWS::IAM::Policy").values()]
     mine = [p for p in policies if {"Ref": ids["role"]} in p["Roles"]]
     statements = [s for p in mine for s in p["PolicyDocument"]["Statement"]]
-    assert [(s["Effect"], s["Action"]) for s in statements] == [("Allow", "execute-api:Invoke")]
-    resources_allowed = statements[0]["Resource"]
+    # Every admin route but erasing a subject, which is the erasure officers' role's alone.
+    assert [(s["Effect"], s["Action"]) for s in statements] == [
+        ("Allow", "execute-api:Invoke"),
+        ("Deny", "execute-api:Invoke"),
+    ]
+    resources_allowed, denied = statements[0]["Resource"], statements[1]["Resource"]
     assert isinstance(resources_allowed, dict)  # one ARN, not a list that could hide a second
-    assert text(resources_allowed) == (
-        f"arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{ids['api']}>/v1/*/admin/v1/*"
-    )
+    api = f"arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{ids['api']}>/v1"
+    assert text(resources_allowed) == f"{api}/*/admin/v1/*"
+    assert text(denied) == f"{api}/POST/admin/v1/subjects/*/erasure"
 
 
 def deployed(app: App, resources: dict[str, Any]) -> tuple[dict[str, Any], list[Path]]:
