@@ -66,6 +66,7 @@ ERROR_DESCRIPTIONS = {
     403: "missing scope, a resource of another caller, or a missing or wrong SigV4 signature",
     404: "no such resource",
     409: "the resource's state does not allow this, or a stored item it reads needs repair (undecodable_item)",
+    410: "the patient's data was erased (`erased`): what the request names is gone for good",
     413: "the body is over the size limit",
     415: "the body is not application/json",
     422: "the body or a parameter breaks the schema (a control character in text is `control_character`, naming where)",
@@ -75,6 +76,9 @@ ERROR_DESCRIPTIONS = {
     503: "a dependency is unavailable or contended; retry",
     504: "the function did not answer in time",
 }
+# Where a patient's erased data (subjects/erasure.py) answers 410: their flows, their own routes, their chat and
+# uploads (a new flow, turn or upload naming an erased patient is refused too).
+ERASABLE_PATHS = ("/api/reasoning", "/admin/v1/reasoning/flows", "/api/chat", "/api/documents")
 # The error map sends Retry-After with every 429 and 503 (api/errors.error_headers): clients may rely on it.
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 RETRY_AFTER_HEADER: dict[str, Any] = {
@@ -124,6 +128,8 @@ def _complete(path: str, method: str, operation: dict[str, Any]) -> None:
         statuses |= {401, 403, 404, 409}
     elif access is Access.IAM:
         statuses |= {403, 404, 409}
+    if access is not Access.PUBLIC and path.startswith(ERASABLE_PATHS):
+        statuses.add(410)
     if operation.get("parameters"):
         statuses.add(422)
     if "requestBody" in operation:
