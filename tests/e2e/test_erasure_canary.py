@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from tests.e2e.conftest import RunningServer
 from tests.e2e.test_step_batch_http import token
 from tests.signing import sigv4_headers
 
-ANN, BOB = "p-ann", "p-bob"
+ANN, BOB = "p-canary-ann", "p-canary-bob"  # patients of this test alone on the suite's shared server
 CANARIES = {ANN: "cnry-ann-4c1f9e", BOB: "cnry-bob-77a2d0"}
 WHERE = ("flow", "step", "sealed", "chat", "upload", "span", "waiting")  # one canary per place, per patient
 
@@ -43,11 +43,10 @@ def forms(text: str) -> list[bytes]:
     return found
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, launch: Callable[..., RunningServer]) -> Iterator[RunningServer]:
-    running = launch(tmp_path_factory.mktemp("canary") / "data")
-    yield running
-    running.stop()
+@pytest.fixture
+def served(server: RunningServer) -> RunningServer:
+    """The suite's shared server: what other tests wrote there is no canary, and its files are searched whole."""
+    return server
 
 
 class Client:
@@ -149,7 +148,7 @@ def plant(server: RunningServer, patient: str, writer: Client) -> dict[str, str]
     }
     document = user.send("POST", "/api/documents", upload)
     assert document.status_code == 201, document.text
-    trace_id = ("a" if patient == ANN else "b") * 32
+    trace_id = ("ca" if patient == ANN else "cb") * 16
     spans = writer.send("POST", "/api/otlp/v1/traces", otlp_body(patient, trace_id))
     assert spans.status_code == 200, spans.text
     return {
@@ -223,11 +222,11 @@ def test_an_erased_patients_canaries_are_nowhere_and_everyone_elses_still_read(s
     overview = admin(served, "GET", f"/admin/v1/reasoning/flows/{bob['flow_id']}").json()
     assert canary(BOB, "flow") in json.dumps(overview)
     # Her traces' receipts committed to her bodies only through her salt, erased with her.
-    receipts = admin(served, "GET", "/admin/v1/audit/events", subject=f"flow:{otlp_flow_id('a' * 32)}").json()
+    receipts = admin(served, "GET", "/admin/v1/audit/events", subject=f"flow:{otlp_flow_id('ca' * 16)}").json()
     digests = [e["payload"] for e in receipts["events"] if e["action"] == "reasoning.otlp.received"]
     assert digests and all("body_hmac" in p and "body_sha256" not in p for p in digests)
     # Her agent's traces sent again are refused span by span, and nothing of them is kept.
-    again = writer.send("POST", "/api/otlp/v1/traces", otlp_body(ANN, "a" * 32))
+    again = writer.send("POST", "/api/otlp/v1/traces", otlp_body(ANN, "ca" * 16))
     assert again.status_code == 200, again.text
     assert again.json()["partialSuccess"]["rejectedSpans"] == "2", again.text
     assert found_in(served_data(served), ANN) == []

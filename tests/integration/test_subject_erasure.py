@@ -340,3 +340,22 @@ def test_the_cli_checks_patient_ids_as_the_routes_do() -> None:
     from flowledger.subjects import PATIENT_ID_PATTERN
 
     assert cli_subjects.PATIENT_ID_PATTERN == PATIENT_ID_PATTERN
+
+
+def test_retention_erases_a_patients_old_sessions_and_uploads(services: Services) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from flowledger.subjects.retention import retention_job
+
+    now = datetime(2027, 3, 1, tzinfo=UTC)
+    services.clock = lambda: now - timedelta(days=40)
+    chat_and_upload(services)  # Ann's session and her upload to it, 40 days old
+    services.clock = lambda: now
+    services.settings = services.settings.model_copy(
+        update={"retention_conversations_days": 30, "retention_uploads_days": 30}
+    )
+    result = retention_job(services)
+    assert (result["sessions"], result["documents"], result["failed"]) == (1, 1, 0)
+    assert ANN_CANARY not in everything(services)
+    assert object_versions(services.aws.s3, services.aws.bucket_name("documents"), "") == []
+    assert retention_job(services)["sessions"] == 0

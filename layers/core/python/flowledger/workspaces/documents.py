@@ -155,6 +155,7 @@ class DocumentService:
             # A patient's upload is theirs to erase: the sparse by_subject index finds it (workspaces/erasure.py).
             # An erased patient uploads nothing (410 before the body is stored), nor one whose erasure begins now.
             subject_id = self._s.subject_keys.require_live_patient(principal.patient_id)
+            self._s.subject_keys.key(subject_id, create=True)  # a subject with a key: retention finds their uploads
             family_item["subject_id"] = subject_id
             fence = [self._s.subject_keys.fence(subject_id)]
         write = [
