@@ -359,3 +359,25 @@ def test_retention_erases_a_patients_old_sessions_and_uploads(services: Services
     assert ANN_CANARY not in everything(services)
     assert object_versions(services.aws.s3, services.aws.bucket_name("documents"), "") == []
     assert retention_job(services)["sessions"] == 0
+
+
+def test_a_process_that_still_holds_an_erased_patients_key_writes_nothing_for_them(services: Services) -> None:
+    import dataclasses
+
+    from flowledger.errors import SubjectErased
+    from flowledger.reasoning.models import ConsentChange, FlowStart
+    from flowledger.reasoning.service import FlowService
+
+    writer = Principal(kind="user", id="agent-researcher", scopes=frozenset({"reasoning.write"}))
+    ann = Principal(kind="user", id="u-ann", scopes=frozenset({"reasoning.read"}), patient_id="p-ann")
+    start = FlowStart(trigger_type="user_question", trigger_ref="chat/run-1", trigger_summary="Q", patient_id="p-ann")
+    warm = FlowService(services)
+    warm.start_flow(writer, start)  # this process now holds Ann's key
+    elsewhere = dataclasses.replace(services)  # another function's process, with caches of its own
+    SubjectErasure(elsewhere).erase(Principal(kind="iam", id=OFFICER), "p-ann", "gdpr_art17_request")
+    # The fence in each write's own transaction refuses, whatever the warm process remembers.
+    with pytest.raises(SubjectErased):
+        warm.start_flow(writer, start)
+    with pytest.raises(SubjectErased):
+        warm.set_consent(ann, ConsentChange(reasoning_read=True))
+    assert "p-ann" not in everything(services)
