@@ -41,6 +41,15 @@ def attribute_size(value: dict[str, Any]) -> int:
         return 3 + sum(len(k.encode()) + attribute_size(v) + 1 for k, v in inner.items())
     if kind == "L":
         return 3 + sum(attribute_size(v) + 1 for v in inner)
+    if kind == "B":
+        return len(inner)
+    # A set is the sum of its elements' sizes (DynamoDB's item size rules).
+    if kind == "SS":
+        return sum(len(element.encode()) for element in inner)
+    if kind == "NS":
+        return sum(attribute_size({"N": element}) for element in inner)
+    if kind == "BS":
+        return sum(len(element) for element in inner)
     raise ValueError(kind)
 
 
