@@ -305,3 +305,19 @@ def test_a_witness_listed_twice_is_refused_in_the_settings(
     monkeypatch.setenv("FLOWLEDGER_WITNESSES", twice)
     with pytest.raises(ConfigurationError, match="names each witness"):
         load_settings()
+
+
+def test_two_overlapping_checkpoint_runs_keep_each_others_cosignatures(services: Services) -> None:
+    # Each run writes what it read plus what it gathered: two that overlap read the same (nothing) and each
+    # writes only its own witness's line. The store keeps every version of the object and reads their union.
+    store = checkpoints_of(services)
+    grow(services, 3)
+    checkpoint_id = str(checkpoint(services)["checkpoint_id"])
+    first, second = "— w1.example AAAAfirst\n", "— w2.example BBBBsecond\n"
+    store.put_cosignatures(checkpoint_id, [first])
+    store.put_cosignatures(checkpoint_id, [second])
+    assert store.cosignatures(checkpoint_id) == [first, second]
+    note = store.note(checkpoint_id)
+    assert note is not None and note.endswith(first + second)
+    store.put_cosignatures(checkpoint_id, [first, second])  # a later run that read both: nothing repeats
+    assert store.cosignatures(checkpoint_id) == [first, second]

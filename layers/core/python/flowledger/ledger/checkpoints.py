@@ -142,9 +142,24 @@ class CheckpointStore:
         )
 
     def cosignatures(self, checkpoint_id: str) -> list[str]:
-        """The cosignature lines kept for the checkpoint, each ending with a newline; none before any."""
-        body = self._read(f"{checkpoint_id}{COSIGNATURES}")
-        return [] if body is None else [line + "\n" for line in body.splitlines() if line]
+        """The cosignature lines kept for the checkpoint, each ending with a newline; none before any.
+
+        Read from every version of the object, oldest first: two checkpoint-job runs that overlap each write
+        what they read plus what they gathered, so the newest version alone can miss the other's; the locked
+        bucket keeps every version, and their union drops nobody's.
+        """
+        key = f"{PREFIX}{checkpoint_id}{COSIGNATURES}"
+        versions = [
+            version
+            for page in self._s3.get_paginator("list_object_versions").paginate(Bucket=self._bucket, Prefix=key)
+            for version in page.get("Versions", [])
+            if version["Key"] == key
+        ]
+        lines: dict[str, None] = {}
+        for version in reversed(versions):  # S3 lists a key's versions newest first
+            body = self._s3.get_object(Bucket=self._bucket, Key=key, VersionId=version["VersionId"])["Body"].read()
+            lines |= dict.fromkeys(line + "\n" for line in body.decode().splitlines() if line)
+        return list(lines)
 
     def note(self, checkpoint_id: str) -> str | None:
         """The checkpoint's signed note, its witnesses' cosignatures appended; None before notes were signed."""
