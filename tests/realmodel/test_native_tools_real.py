@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from flowledger.llm.openai_adapter import OpenAIChatModel
-from flowledger.llm.ports import Message, ToolSpec
+from flowledger.llm.ports import Message, ModelDegenerateOutput, ToolSpec
 from tests.realmodel.proxy import RecordingProxy
 from tests.realmodel.servers import ModelServer
 
@@ -41,10 +41,16 @@ def test_native_tools_are_offered_with_tool_choice_and_bounded(
 ) -> None:
     model = OpenAIChatModel(llama_server.model, None, proxy.base_url, tool_calling="native")
     question = Message("user", "Why did checkout fail last night? Look at the checkout service's logs.")
-    reply = model.complete([question], tools=[LOGS], timeout_seconds=60, max_tokens=128)
+    try:
+        reply = model.complete([question], tools=[LOGS], timeout_seconds=60, max_tokens=128)
+    except ModelDegenerateOutput:
+        # SmolLM2 samples: now and then its text loops, and the output check refuses it, as it must. What this
+        # test is about, the request and the answer's shape, is read from the wire either way.
+        reply = None
     (call,) = proxy.completions()
     assert call.status == 200 and call.request["tool_choice"] == "auto"
     assert [t["function"]["name"] for t in call.request["tools"]] == ["query_logs"]
     assert call.response["usage"]["completion_tokens"] <= 128
     # SmolLM2's template drops the tools: the answer is text, never a call.
-    assert reply.tool_calls == ()
+    assert not call.response["choices"][0]["message"].get("tool_calls")
+    assert reply is None or reply.tool_calls == ()
