@@ -51,6 +51,7 @@ from flowledger.store import items
 from flowledger.store.compaction import compact_embedded_store
 from flowledger.store.paging import batch_delete, query_items
 from flowledger.subjects import BACKUP_WINDOW_DAYS, ERASED_AT, ERASED_STATE, subject_id_of
+from flowledger.subjects.holds import LegalHolds
 from flowledger.subjects.keys import ERASURE_ITEM, HOLD_ITEM, KEY_ITEM, subject_key
 from flowledger.workspaces.erasure import erase_document, subject_documents
 
@@ -154,9 +155,9 @@ class SubjectErasure:
     # ---- phases ------------------------------------------------------------------------------
 
     def _begin(self, admin: Principal, patient_id: str, subject_id: str, reason: str) -> dict[str, Any]:
-        hold = self._item(subject_id, HOLD_ITEM)
+        hold = LegalHolds(self._s).held(subject_id)
         if hold is not None:
-            raise LegalHold(f"a legal hold stops this erasure: {hold.get('reason', {}).get('S', '(no reason given)')}")
+            raise LegalHold(f"a legal hold stops this erasure: {hold.reason}")
         erasure_id = new_id("er_")
         started = timestamp(self._s.clock())
         state = {

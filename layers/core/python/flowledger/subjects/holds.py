@@ -39,8 +39,12 @@ class LegalHolds:
 
     def hold(self, patient_id: str) -> Hold | None:
         """The hold standing on the patient, if any."""
+        return self.held(subject_id_of(patient_id))
+
+    def held(self, subject_id: str) -> Hold | None:
+        """The hold standing on the subject, if any (a consistent read)."""
         item = self._db.get_item(
-            TableName=self._table, Key=subject_key(subject_id_of(patient_id), HOLD_ITEM), ConsistentRead=True
+            TableName=self._table, Key=subject_key(subject_id, HOLD_ITEM), ConsistentRead=True
         ).get("Item")
         return Hold.model_validate(items.from_item(item)) if item else None
 

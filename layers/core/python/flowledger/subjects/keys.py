@@ -110,7 +110,7 @@ class SubjectKeys:
         if item is None:
             if not create:
                 raise SubjectErased("this subject's data key was destroyed: what it sealed was erased")
-            item = self._make(subject_id)
+            item, cached = self._make(subject_id), None  # a new key: what this process held is not it
         if cached is not None:
             return cached
         opened = self._kms.decrypt(

@@ -24,7 +24,8 @@ from flowledger.ledger.events import AuditEntry, timestamp
 from flowledger.store.paging import query_items, scan_items
 from flowledger.subjects import subject_id_of
 from flowledger.subjects.erasure import SubjectErasure
-from flowledger.subjects.keys import HOLD_ITEM, KEY_ITEM
+from flowledger.subjects.holds import LegalHolds
+from flowledger.subjects.keys import KEY_ITEM
 from flowledger.workspaces.erasure import erase_document
 
 if TYPE_CHECKING:
@@ -129,13 +130,7 @@ class Retention:
 
     def _on_hold(self, subject_id: str) -> bool:
         if subject_id not in self._held:
-            item = self._db.get_item(
-                TableName=self._s.subject_keys.table,
-                Key={"subject_id": {"S": subject_id}, "sk": {"S": HOLD_ITEM}},
-                ConsistentRead=True,
-                ProjectionExpression="subject_id",
-            )
-            self._held[subject_id] = "Item" in item
+            self._held[subject_id] = LegalHolds(self._s).held(subject_id) is not None
         return self._held[subject_id]
 
     def _patient_flows_before(self, cutoff: str) -> Iterator[tuple[str, str]]:
