@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Aws, CfnOutput, Environment, Stack
-from constructs import Construct
+from constructs import Construct, Node
 
 from flowledger.api.registry import CAPABILITY_MODULES, capability_routers, route_table
 from flowledger.store.provision import UPLOAD_BUCKET
@@ -33,6 +33,9 @@ from infra.constructs.waf import Waf, WafSettings
 from infra.constructs.witnesses import WitnessClients
 
 CHECKPOINT_CONTEXT = "flowledger:checkpointMinutes"
+# The audit chains (FLOWLEDGER_LEDGER_SHARDS): at least twice the writers that append at once, so that each leases a
+# chain of its own (docs/audit-ledger.md, "Scale"). It may grow over a deployment's life, never shrink.
+LEDGER_CHAINS_CONTEXT = "flowledger:ledgerChains"
 # What each capability's function may touch; anything not named here is denied.
 CAPABILITY_ACCESS: dict[str, DataAccess] = {
     "core": DataAccess(),
@@ -155,6 +158,7 @@ class FlowledgerStack(Stack):
                 "FLOWLEDGER_LEDGER_SIGNING_KEY_ID": data.ledger_key.key_arn,
                 # The name the ledger signs its checkpoints under: this account, region and deployment.
                 "FLOWLEDGER_LEDGER_ORIGIN": f"flowledger/{Aws.ACCOUNT_ID}/{Aws.REGION}/{settings.prefix}",
+                "FLOWLEDGER_LEDGER_SHARDS": str(ledger_chains(self.node)),
                 "POWERTOOLS_METRICS_NAMESPACE": "Flowledger",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 "FLOWLEDGER_CORS_ORIGINS": ",".join(cors_origins),
@@ -273,3 +277,15 @@ class FlowledgerStack(Stack):
         self.data = data
         CfnOutput(self, "ApiUrl", value=api.rest_api.url)
         acknowledge_basic_execution_role(self)
+
+
+def ledger_chains(node: Node) -> int:
+    """``flowledger:ledgerChains``: 1 to 4096 audit chains, 16 when unset; anything else fails the synth."""
+    value = node.try_get_context(LEDGER_CHAINS_CONTEXT)
+    if value is None or value == "":
+        return 16
+    whole = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit())
+    chains = int(value) if whole else 0
+    if not 1 <= chains <= 4096:
+        raise ValueError(f"{LEDGER_CHAINS_CONTEXT} must be a whole number from 1 to 4096, not {value!r}")
+    return chains

@@ -166,9 +166,11 @@ class Data(Construct):
         findings = []
         for name in access.read_tables:
             self.tables[name].grant_read_data(function)
-        for name in access.write_tables:
+        # Whoever appends to the ledger leases the chain it appends to (ledger/leases.py).
+        write_tables = (*access.write_tables, *(("ledger_leases",) if "ledger" in access.write_tables else ()))
+        for name in write_tables:
             self.tables[name].grant_read_write_data(function)
-        for name in {*access.read_tables, *access.write_tables}:
+        for name in {*access.read_tables, *write_tables}:
             table_id = stack.get_logical_id(self.tables[name].node.default_child)  # type: ignore[arg-type]
             findings.append(f"Resource::<{table_id}.Arn>/index/*")
         for name in access.read_buckets:

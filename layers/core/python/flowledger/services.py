@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from flowledger.config import Settings, load_settings
 from flowledger.ledger.checkpoint_notes import CheckpointSigner
+from flowledger.ledger.leases import ChainLeases
 from flowledger.ledger.store import Ledger
 from flowledger.metrics import EmfMetrics, MetricsSink
 from flowledger.store.aws import AwsClients
@@ -36,9 +37,12 @@ class Services:
 
     @cached_property
     def ledger(self) -> Ledger:
-        return Ledger(
-            self.aws.dynamodb, self.aws.table_name("ledger"), self.settings.ledger_shards, lambda: self.clock()
-        )
+        settings = self.settings
+        dynamodb, leases = self.aws.dynamodb, None
+        if settings.ledger_lease_seconds:
+            leases = ChainLeases(dynamodb, self.aws.table_name("ledger_leases"), settings.ledger_lease_seconds)
+        table = self.aws.table_name("ledger")
+        return Ledger(dynamodb, table, settings.ledger_shards, lambda: self.clock(), leases=leases)
 
     @cached_property
     def pathway_embeddings(self) -> EmbeddingModel:

@@ -4,18 +4,22 @@ An audited write is one ``TransactWriteItems``: the caller's items plus the even
 conditional on its position being free. Two writers can never take the same position (no fork),
 and a writer only ever extends the head it read (no gap).
 
-Chains belong to writers, not to subjects: each writer (a thread of a process) appends to the chain
-it last used and moves to another at random when a rival takes its position. Writers spread over
-the chains, so a warm writer's cached head is current: one request and no read per write. (Chains
-picked by subject would make every writer's cache stale under concurrency, and cost a failed write
-plus a head read on most appends.) A subject's events are found through the ``by_subject`` index.
+Chains belong to writers, not to subjects: each writer (a thread of a process) leases a chain of its
+own (``ledger/leases.py``) and appends to it, so a warm writer's cached head is current: one request
+and no read per write, and no writer cancels another's. Without a lease (none free, or leases off) a
+writer appends to the chain it last used and moves to another at random when a rival takes its
+position. (Chains picked by subject would make every writer's cache stale under concurrency, and cost
+a failed write plus a head read on most appends.) A subject's events are found through the
+``by_subject`` index.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,6 +40,7 @@ from flowledger.ledger.events import (
     seal,
     timestamp,
 )
+from flowledger.ledger.leases import ChainLeases
 from flowledger.store import items
 from flowledger.store.backoff import backoff_seconds
 from flowledger.store.paging import query_items, scan_items
@@ -131,6 +136,7 @@ class Ledger:
         clock: Callable[[], datetime],
         max_attempts: int = MAX_ATTEMPTS,
         sleep: Callable[[float], None] = time.sleep,
+        leases: ChainLeases | None = None,
     ) -> None:
         self._db = dynamodb
         self._table = table_name
@@ -140,7 +146,10 @@ class Ledger:
         self._sleep = sleep
         self._heads: dict[str, _Head] = {}
         self._lock = threading.Lock()
-        self._writer = threading.local()  # .chain: the chain this thread appends to
+        self._leases = leases
+        # Per thread (a writer): .chain, the chain it appends to; .holder, its lease holder id; .until, when its
+        # lease on .chain ends (None: it holds none); .claim_after, when a writer that found no free chain tries again.
+        self._writer = threading.local()
 
     def chain_ids(self) -> list[str]:
         """The ledger's chains, ``chain-000`` to ``chain-{shards - 1}``: no other chain id is an audit chain."""
@@ -210,13 +219,59 @@ class Ledger:
         return now
 
     def _writer_chain(self) -> str:
-        chain_id: str | None = getattr(self._writer, "chain", None)
-        if chain_id is None:
-            chain_id = self._writer.chain = random.choice(self.chain_ids())  # noqa: S311 - load spreading
-        return chain_id
+        """The chain this writer appends to: its leased chain (claimed or renewed when due), else its last one."""
+        writer = self._writer
+        chain_id: str | None = getattr(writer, "chain", None)
+        if self._leases is None:
+            if chain_id is None:
+                chain_id = writer.chain = random.choice(self.chain_ids())  # noqa: S311 - load spreading
+            return chain_id
+        now = self._clock().timestamp()
+        until: float | None = getattr(writer, "until", None)
+        if chain_id is not None and until is not None:
+            if now < until - self._leases.seconds / 2:
+                return chain_id
+            renewed = self._leases.renew(self._holder(), chain_id, now)
+            if renewed is not None:
+                writer.until = renewed
+                return chain_id
+            self._forget(chain_id)  # another writer holds it now, and has likely moved its head
+        elif chain_id is not None and now < getattr(writer, "claim_after", math.inf):
+            # Sharing a chain until the next try at a free one; a chain set on the writer from outside (a tool or
+            # a test that places events) has no next try, and stays.
+            return chain_id
+        return self._claim(now, avoid=chain_id)
+
+    def _holder(self) -> str:
+        holder: str | None = getattr(self._writer, "holder", None)
+        if holder is None:
+            holder = self._writer.holder = secrets.token_hex(8)
+        return holder
+
+    def _claim(self, now: float, avoid: str | None) -> str:
+        """Lease a free chain for this writer; share a random one, and try again a lease later, when none is free."""
+        assert self._leases is not None
+        writer = self._writer
+        claimed = self._leases.claim(self._holder(), self.chain_ids(), now, avoid)
+        if claimed is None:
+            others = [chain_id for chain_id in self.chain_ids() if chain_id != avoid] or self.chain_ids()
+            writer.chain, writer.until = random.choice(others), None  # noqa: S311 - load spreading
+            writer.claim_after = now + self._leases.seconds
+        else:
+            writer.chain, writer.until = claimed
+        self._forget(writer.chain)  # a head cached for the chain may be another writer's old one
+        return str(writer.chain)
 
     def _move_writer(self, lost: str) -> str:
-        """A rival took this writer's position: go to another chain (the lost one when it is the only one)."""
+        """A rival took this writer's position: go to another chain (the lost one when it is the only one).
+
+        With leases the writer gives its lease back and claims another chain: the rival is a writer whose
+        lease on this chain is newer, or one that shares it for want of a free chain.
+        """
+        if self._leases is not None:
+            if getattr(self._writer, "until", None) is not None:
+                self._leases.release(self._holder(), lost)
+            return self._claim(self._clock().timestamp(), avoid=lost)
         others = [chain_id for chain_id in self.chain_ids() if chain_id != lost] or [lost]
         chain_id: str = random.choice(others)  # noqa: S311 - load spreading
         self._writer.chain = chain_id

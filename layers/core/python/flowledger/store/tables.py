@@ -143,6 +143,8 @@ TABLES: tuple[TableSpec, ...] = (
         # Chains belong to writers, so a subject's events are found here: keys and action only.
         indexes=(Index("by_subject", Key("subject"), Key("at"), include=("action",)),),
     ),
+    # Which writer holds which chain, and until when (ledger/leases.py): one item a chain, rewritten in place.
+    TableSpec("ledger_leases", Key("chain_id")),
     # Each chain's RFC 6962 tree over its event hashes, a tile (up to 256 hashes) an item (ledger/tiles.py).
     TableSpec("ledger_tiles", Key("chain_id"), Key("tile")),
     # Also holds the backlog's status counters (request_id "#counts#00".., store/counters.py).
