@@ -33,7 +33,7 @@ T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 def test_concurrent_pulls_dispatch_every_row_exactly_once_in_fifo_order(locked_moto: str) -> None:
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="backlogconc")
     producer = build_services(settings, EMBEDDED_CREDENTIALS)
-    for table in ("backlog", "backlog_tickets", "ledger"):
+    for table in ("backlog", "backlog_tickets", "ledger", "ledger_leases"):
         create_table(producer.aws, table_spec(table))
     ticks = itertools.count()
     producer.clock = lambda: T0 + timedelta(milliseconds=next(ticks))

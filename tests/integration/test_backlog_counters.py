@@ -103,7 +103,7 @@ def test_eight_threads_enqueueing_pulling_completing_and_failing_leave_counters_
 ) -> None:
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="backlogcounters")
     setup = build_services(settings, EMBEDDED_CREDENTIALS)
-    for table in ("backlog", "backlog_tickets", "ledger"):
+    for table in ("backlog", "backlog_tickets", "ledger", "ledger_leases"):
         create_table(setup.aws, table_spec(table))
     start_line = threading.Barrier(THREADS)
 

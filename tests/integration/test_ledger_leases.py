@@ -22,7 +22,8 @@ class Clock:
 
 def writer(services: Services, clock: Clock, shards: int) -> Ledger:
     """A writer in a process of its own: its own head cache and its own lease."""
-    leases = ChainLeases(services.aws.dynamodb, services.aws.table_name("ledger_leases"), seconds=60)
+    table = services.aws.table_name("ledger_leases")
+    leases = ChainLeases(services.aws.dynamodb, table, seconds=60, clock=lambda: clock.now.timestamp())
     return Ledger(services.aws.dynamodb, services.aws.table_name("ledger"), shards, clock, leases=leases)
 
 

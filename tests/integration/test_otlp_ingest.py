@@ -55,7 +55,7 @@ def test_a_trace_is_one_flow_of_steps_with_its_edges_and_its_contents_sealed(
     assert chat["inputs"]["otel"]["model"] == "gpt-4o-mini" and chat["inputs"]["otel"]["input_tokens"] == 812
     assert "__sealed__" in chat["inputs"]["gen_ai.input.messages"]
     # No content is stored or audited in the clear: not in any step, not in the ledger.
-    for table in ("steps", "flows", "ledger"):
+    for table in ("steps", "flows", "ledger", "ledger_leases"):
         text = raw_items(services, table)
         assert "Jane Roe" not in text and "4417" not in text and "atorvastatin" not in text, table
     assert SECRET not in raw_items(services, "steps")

@@ -28,7 +28,7 @@ def test_sixteen_extractions_of_one_flow_make_one_pathway_and_sixteen_hits_count
     flow = qualifying_flow("fl_01JCONCURRENTEXTRACTION000", "chat/q-1")
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="pathwayconc")
     setup = build_services(settings, EMBEDDED_CREDENTIALS)
-    for table in ("pathways", "ledger"):
+    for table in ("pathways", "ledger", "ledger_leases"):
         create_table(setup.aws, table_spec(table))
     start = threading.Barrier(WRITERS)
 

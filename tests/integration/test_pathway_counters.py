@@ -79,7 +79,7 @@ def test_eight_threads_extracting_hitting_embedding_and_demoting_leave_stats_equ
 ) -> None:
     settings = load_settings(aws_endpoint_url=locked_moto, resource_prefix="pathwaycounters")
     setup = build_services(settings, EMBEDDED_CREDENTIALS)
-    for table in ("pathways", "ledger"):
+    for table in ("pathways", "ledger", "ledger_leases"):
         create_table(setup.aws, table_spec(table))
     create_bucket(setup.aws, next(b for b in BUCKETS if b.name == "artifacts"), settings.aws_region)  # snapshots
     families = ("user_question", "critic", "lab_trend")

@@ -291,7 +291,7 @@ def test_concurrent_weak_results_for_one_trigger_open_one_row(locked_moto: str) 
         research_auto_enqueue_enabled=True,
     )
     setup = build_services(settings, EMBEDDED_CREDENTIALS)
-    for table in ("backlog", "backlog_tickets", "ledger"):
+    for table in ("backlog", "backlog_tickets", "ledger", "ledger_leases"):
         create_table(setup.aws, table_spec(table))
     rows: list[Any] = []
     errors: list[BaseException] = []

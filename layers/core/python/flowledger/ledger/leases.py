@@ -18,7 +18,8 @@ fork or gap a chain; they lose a race, and move.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -35,7 +36,12 @@ class ChainLeases:
     """Claims, renews and releases chains' leases for writers named by a random holder id."""
 
     def __init__(
-        self, dynamodb: Any, table_name: str, seconds: float = LEASE_SECONDS, tries: int = CLAIM_TRIES
+        self,
+        dynamodb: Any,
+        table_name: str,
+        seconds: float = LEASE_SECONDS,
+        tries: int = CLAIM_TRIES,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if seconds <= 0:
             raise ValueError("a lease lasts a positive number of seconds")
@@ -43,6 +49,11 @@ class ChainLeases:
         self._table = table_name
         self.seconds = seconds
         self._tries = tries
+        self._clock = clock
+
+    def now(self) -> float:
+        """The time leases are reckoned in (epoch seconds): wall time, not the ledger's clock for events."""
+        return self._clock()
 
     def claim(
         self, holder: str, chain_ids: Sequence[str], now: float, avoid: str | None = None

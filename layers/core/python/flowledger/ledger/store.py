@@ -226,7 +226,7 @@ class Ledger:
             if chain_id is None:
                 chain_id = writer.chain = random.choice(self.chain_ids())  # noqa: S311 - load spreading
             return chain_id
-        now = self._clock().timestamp()
+        now = self._leases.now()
         until: float | None = getattr(writer, "until", None)
         if chain_id is not None and until is not None:
             if now < until - self._leases.seconds / 2:
@@ -271,7 +271,7 @@ class Ledger:
         if self._leases is not None:
             if getattr(self._writer, "until", None) is not None:
                 self._leases.release(self._holder(), lost)
-            return self._claim(self._clock().timestamp(), avoid=lost)
+            return self._claim(self._leases.now(), avoid=lost)
         others = [chain_id for chain_id in self.chain_ids() if chain_id != lost] or [lost]
         chain_id: str = random.choice(others)  # noqa: S311 - load spreading
         self._writer.chain = chain_id
