@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from flowledger.ledger.chain import verify_chain
-from flowledger.ledger.events import AuditEntry
+from flowledger.ledger.events import AuditEntry, parse_event_id
 from flowledger.ledger.leases import ChainLeases
 from flowledger.ledger.store import Ledger
 from flowledger.services import Services
@@ -76,3 +76,13 @@ def test_a_writer_moving_off_a_lost_chain_gives_its_lease_back(services: Service
     assert moved != taken
     assert taken not in holders(services)
     assert [e.actor for e in mine.read_chain(taken)] == ["mine", "rival"]
+
+
+def test_chains_past_the_thousandth_take_events_and_are_named_by_their_ids(services: Services) -> None:
+    clock = Clock()
+    ledger = writer(services, clock, 4096)
+    assert ledger.chain_ids()[-1] == "chain-4095"
+    ledger._writer.chain = "chain-1023"  # placed there, as a writer that leased it would be
+    event = ledger.append(entry("past-a-thousand"))
+    assert (event.chain_id, parse_event_id(event.event_id)) == ("chain-1023", ("chain-1023", 1))
+    assert verify_chain("chain-1023", list(ledger.read_chain("chain-1023"))).bad is None

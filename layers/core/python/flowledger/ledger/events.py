@@ -24,6 +24,9 @@ Token = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/@+=-]{1,128}$"
 PayloadValue = int | bool | None | Token
 Action = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$", max_length=96)]
 # What :func:`timestamp` writes: fixed width, so the text sorts in time order.
+# chain-000 to chain-999, then chain-1000 to chain-4095 (``Ledger.chain_ids``: FLOWLEDGER_LEDGER_SHARDS is at most 4,096).
+CHAIN_ID = r"chain-(?:[0-9]{3}|[1-9][0-9]{3})"
+CHAIN_ID_PATTERN = rf"^{CHAIN_ID}$"
 TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"
 Timestamp = Annotated[str, StringConstraints(pattern=TIMESTAMP_PATTERN)]
 MAX_PAYLOAD_KEYS = 32
@@ -58,7 +61,7 @@ class AuditEvent(AuditEntry):
     """A sealed event as stored in its chain."""
 
     event_id: str
-    chain_id: Annotated[str, StringConstraints(pattern=r"^chain-[0-9]{3}$")]
+    chain_id: Annotated[str, StringConstraints(pattern=CHAIN_ID_PATTERN)]
     seq: int = Field(ge=1)
     at: Timestamp
     prev_hash: HexHash
@@ -111,7 +114,7 @@ def event_id(chain_id: str, seq: int) -> str:
     return f"{chain_id}.{seq}"
 
 
-_EVENT_ID = re.compile(r"^(chain-[0-9]{3})\.([1-9][0-9]*)$")
+_EVENT_ID = re.compile(rf"^({CHAIN_ID})\.([1-9][0-9]*)$")
 
 
 def parse_event_id(value: str) -> tuple[str, int]:
