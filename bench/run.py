@@ -16,6 +16,7 @@ TRACEBACK = "Traceback (most recent call last):"  # what Python prints for an un
 BENCHMARKS = [
     "import_time.py",
     "ledger.py",
+    "ledger_scale.py",
     "evidence.py",
     "flows.py",
     "chat.py",
