@@ -18,6 +18,7 @@ BENCHMARKS = [
     "ledger.py",
     "ledger_scale.py",
     "evidence.py",
+    "checkpoints_scale.py",
     "flows.py",
     "chat.py",
     "diagnosis.py",

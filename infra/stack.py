@@ -33,7 +33,7 @@ from infra.constructs.waf import Waf, WafSettings
 from infra.constructs.witnesses import WitnessClients
 
 CHECKPOINT_CONTEXT = "flowledger:checkpointMinutes"
-# The audit chains (FLOWLEDGER_LEDGER_SHARDS): at least twice the writers that append at once, so that each leases a
+# The audit chains (FLOWLEDGER_LEDGER_SHARDS): more than the writers that append at once, so that each leases a
 # chain of its own (docs/audit-ledger.md, "Scale"). It may grow over a deployment's life, never shrink.
 LEDGER_CHAINS_CONTEXT = "flowledger:ledgerChains"
 # What each capability's function may touch; anything not named here is denied.

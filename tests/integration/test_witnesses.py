@@ -21,7 +21,7 @@ from flowledger.cli import main
 from flowledger.ledger.audit import CHECKPOINT_UNWITNESSED_METRIC, checkpoints_of, take_checkpoint
 from flowledger.ledger.events import AuditEntry
 from flowledger.ledger.signed_note import parse_note, parse_vkey, verify
-from flowledger.ledger.witnessing import ADD_CHECKPOINT, WitnessEndpoint
+from flowledger.ledger.witnessing import ADD_CHECKPOINT, MAX_REQUEST_BYTES, WitnessEndpoint
 from flowledger.services import Services
 from tests.bundle_verifier import TOOL
 from tests.integration.test_checkpoint_signing import Recorded
@@ -187,7 +187,7 @@ def test_the_served_witness_answers_bad_requests_with_a_status_and_a_line(
     witness = serve(served, tmp_path, services, "w1.example")
     status, text = post(witness.url, b"{not json")
     assert status == 400 and text.startswith("not an add-checkpoint request")
-    assert post(witness.url, b"x" * ((1 << 20) + 1))[0] == 413
+    assert post(witness.url, b"x" * (MAX_REQUEST_BYTES + 1))[0] == 413
     assert post(witness.url, b"", method="GET")[0] == 405
     assert "Traceback" not in witness.stop()
 

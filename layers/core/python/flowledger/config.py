@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     # How often the checkpoint job runs (1-60 minutes): the longest an event is tied to nothing outside the table.
     checkpoint_minutes: int = Field(5, validation_alias="FLOWLEDGER_CHECKPOINT_MINUTES", ge=1, le=60)
     # Audit chains per deployment; fixed for a deployment's life (checkpoints fold every chain's head).
-    # Audit chains: at least twice the writers that append at once (Lambda concurrency), so each leases its own.
+    # Audit chains: more than the writers that append at once (Lambda concurrency), so each leases its own.
     ledger_shards: int = Field(16, validation_alias="FLOWLEDGER_LEDGER_SHARDS", ge=1, le=4096)
     # How long a writer's lease on its chain lasts unrenewed (ledger/leases.py); 0 turns leases off (shared chains).
     ledger_lease_seconds: float = Field(60.0, validation_alias="FLOWLEDGER_LEDGER_LEASE_SECONDS", ge=0, le=3600)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -14,11 +15,10 @@ from flowledger.config import Settings
 from flowledger.errors import InvalidInput, NotFound, UndecodableItem
 from flowledger.ledger.bundle import MAX_EVENTS, EvidenceBundle, build_bundle
 from flowledger.ledger.chain import GENESIS, ChainReport, Finding, Stored, verify_chain
-from flowledger.ledger.chain_trees import chain_tree, with_tree_roots
+from flowledger.ledger.chain_trees import chain_tree, extend_trees
 from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint, checkpoint_id_at
 from flowledger.ledger.consistency import ConsistencyProof, InvalidConsistency, TreeOf, build_consistency
 from flowledger.ledger.events import GENESIS_HASH, AuditEvent, parse_event_id, parse_timestamp, timestamp
-from flowledger.ledger.extension import extension_problems
 from flowledger.ledger.proofs import InclusionProof, build_proof
 from flowledger.ledger.store import Ledger
 from flowledger.ledger.witnessing import WitnessFailed, cosigned_by, submit_to_witnesses
@@ -51,26 +51,20 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
     Resuming is trivial: one put per run, and a run that fails before it leaves the previous
     checkpoint as the latest, so the next run folds the same heads (and any new ones).
     """
-    heads = [
-        ChainHead(chain_id=chain, seq=head.seq, hash=head.hash)
-        for chain in ledger.chain_ids()
-        if (head := ledger.head(chain)).seq > 0
-    ]
+    heads = chain_heads(ledger)
     findings: list[Finding] = []
     previous = _latest_readable(store, findings, services.clock())
     positions = [(h.chain_id, h.position) for h in sorted(heads, key=lambda h: h.chain_id)]
     if not findings and previous is not None and [(h.chain_id, h.position) for h in previous.heads] == positions:
         skipped: dict[str, object] = {"checkpoint_id": previous.checkpoint_id, "skipped": "no chain moved"}
         return skipped | _witness_again(store, previous, services)
-    read: dict[str, list[AuditEvent]] = {}
-    problems = extension_problems(previous, heads, ledger, read) if previous is not None else []
-    services.metrics.emit(CHECKPOINT_REFUSED_METRIC, 1 if problems else 0, "Count", {"service": "jobs"})
-    if problems:
+    extended = extend_trees(heads, previous, ledger, _trees(services), CHAIN_READERS)
+    services.metrics.emit(CHECKPOINT_REFUSED_METRIC, 1 if extended.problems else 0, "Count", {"service": "jobs"})
+    if extended.problems:
         last = previous.checkpoint_id if previous else None
         logger.error("checkpoint refused: the chain heads do not extend checkpoint %s", last)
-        return {"refused": problems, "previous": last}
-    tiles = services.aws.table_name("ledger_tiles")
-    heads = with_tree_roots(heads, previous, read, ledger, services.aws.dynamodb, tiles)
+        return {"refused": extended.problems, "previous": last}
+    heads = extended.heads
     checkpoint = build_checkpoint(heads, previous, services.clock())
     note = services.checkpoint_signer.sign(checkpoint)  # before the put: a checkpoint is never stored unsigned
     store.put(checkpoint)
@@ -79,21 +73,48 @@ def take_checkpoint(ledger: Ledger, store: CheckpointStore, services: Services) 
         "checkpoint_id": checkpoint.checkpoint_id,
         "chains": len(heads),
         "events": checkpoint.size,
-        **_witness(store, checkpoint, note.to_text(), previous.checkpoint_id if previous else None, services),
+        **_witness(
+            store, checkpoint, note.to_text(), previous.checkpoint_id if previous else None, services, extended.paths
+        ),
     }
     if findings:
         result["findings"] = [finding.describe() for finding in findings]
     return result
 
 
+# Chains the checkpoint job reads at once: their heads, then their new events and tiles (a chain's at a time in
+# each thread, so at most this many chains' new leaves are held). DynamoDB reads wait on the network, not on one
+# another; 8 stays under botocore's 10 pooled connections a client, which more threads would only queue on.
+CHAIN_READERS = 8
+
+
+def chain_heads(ledger: Ledger) -> list[ChainHead]:
+    """Every chain's head (one strongly consistent Query each, ``CHAIN_READERS`` at a time), in chain order;
+    chains with no event yet are left out."""
+    chains = ledger.chain_ids()
+    with ThreadPoolExecutor(max_workers=min(CHAIN_READERS, len(chains))) as pool:
+        positions = list(pool.map(ledger.head, chains))
+    return [
+        ChainHead(chain_id=chain, seq=head.seq, hash=head.hash)
+        for chain, head in zip(chains, positions, strict=True)
+        if head.seq > 0
+    ]
+
+
 def _witness(
-    store: CheckpointStore, checkpoint: Checkpoint, note: str, since: str | None, services: Services
+    store: CheckpointStore,
+    checkpoint: Checkpoint,
+    note: str,
+    since: str | None,
+    services: Services,
+    paths: Mapping[str, list[bytes]] | None = None,
 ) -> dict[str, object]:
     """Submit the checkpoint's ``note`` to the configured witnesses whose cosignature it does not carry yet,
     keep the good cosignatures beside it, and emit ``CHECKPOINT_UNWITNESSED_METRIC``.
 
     The proof sent starts at ``since`` (the previous checkpoint; None: the witness says which it holds, by
-    a 409). The result names the witnesses that cosigned, those that failed, and why.
+    a 409), from the chains' ``paths`` taken since then as their trees grew (those chains' tiles are not read
+    again). The result names the witnesses that cosigned, those that failed, and why.
     """
     settings = services.settings
     done = cosigned_by(note, settings.witnesses)
@@ -103,7 +124,7 @@ def _witness(
             return 0, None
         try:
             earlier = store.get(held)
-            proof = build_consistency(earlier, checkpoint, _trees(services))
+            proof = build_consistency(earlier, checkpoint, _trees(services), paths if held == since else None)
         except (store.missing, ValueError) as exc:  # InvalidConsistency is a ValueError
             raise WitnessFailed(f"no consistency proof from checkpoint {held}: {exc}") from None
         return earlier.size, proof.to_json()

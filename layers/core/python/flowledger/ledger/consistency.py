@@ -15,7 +15,7 @@ many events came between, and ``check_consistency`` needs nothing but the file.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,8 +65,13 @@ class ConsistencyProof(BaseModel):
 TreeOf = Callable[[str, int], ChainTree]  # (chain_id, size) -> that chain's tree of that many events
 
 
-def build_consistency(earlier: Checkpoint, later: Checkpoint, tree_of: TreeOf) -> ConsistencyProof:
+def build_consistency(
+    earlier: Checkpoint, later: Checkpoint, tree_of: TreeOf, paths: Mapping[str, list[bytes]] | None = None
+) -> ConsistencyProof:
     """The proof that ``later`` extends ``earlier``; ``tree_of(chain_id, size)`` opens a chain's tree.
+
+    ``paths`` are chains' paths already taken from their trees (the checkpoint job's, as it grew them to
+    ``later``): those chains' trees are not read again.
 
     Raises ``InvalidConsistency`` when it does not (a chain gone or gone back), or when either checkpoint
     predates the chain trees.
@@ -80,10 +85,16 @@ def build_consistency(earlier: Checkpoint, later: Checkpoint, tree_of: TreeOf) -
             raise InvalidConsistency("a checkpoint taken before the chains had trees has no consistency proof")
         if after.seq < before.seq:
             raise InvalidConsistency(f"{before.chain_id} went back from seq {before.seq} to {after.seq}")
-        tree = tree_of(before.chain_id, after.seq)
-        if tree.root().hex() != after.tree_root:
-            raise InvalidConsistency(f"{before.chain_id}'s stored tree is not the one {later.checkpoint_id} recorded")
-        path = consistency_proof_of(before.seq, after.seq, tree.root_of) if before.seq < after.seq else []
+        known = paths.get(before.chain_id) if paths is not None else None
+        if known is not None:
+            path = known
+        else:
+            tree = tree_of(before.chain_id, after.seq)
+            if tree.root().hex() != after.tree_root:
+                raise InvalidConsistency(
+                    f"{before.chain_id}'s stored tree is not the one {later.checkpoint_id} recorded"
+                )
+            path = consistency_proof_of(before.seq, after.seq, tree.root_of) if before.seq < after.seq else []
         hexed = [node.hex() for node in path]
         chains.append(ChainConsistency(chain_id=before.chain_id, from_seq=before.seq, to_seq=after.seq, path=hexed))
     return ConsistencyProof(format=FORMAT, earlier=earlier, later=later, chains=chains)

@@ -24,7 +24,7 @@ Token = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/@+=-]{1,128}$"
 PayloadValue = int | bool | None | Token
 Action = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$", max_length=96)]
 # What :func:`timestamp` writes: fixed width, so the text sorts in time order.
-# chain-000 to chain-999, then chain-1000 to chain-4095 (``Ledger.chain_ids``: FLOWLEDGER_LEDGER_SHARDS is at most 4,096).
+# chain-000 to chain-999, then chain-1000 to chain-4095 (``Ledger.chain_ids``; FLOWLEDGER_LEDGER_SHARDS: 4,096 at most).
 CHAIN_ID = r"chain-(?:[0-9]{3}|[1-9][0-9]{3})"
 CHAIN_ID_PATTERN = rf"^{CHAIN_ID}$"
 TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"

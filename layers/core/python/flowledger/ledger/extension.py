@@ -7,39 +7,46 @@ or forked since then gives a problem, and the job signs nothing (``take_checkpoi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator
 
 from flowledger.ledger.chain import Position, verify_chain
-from flowledger.ledger.checkpoints import ChainHead, Checkpoint
+from flowledger.ledger.checkpoints import ChainHead
 from flowledger.ledger.events import AuditEvent
 from flowledger.ledger.store import Ledger
 
 
-def extension_problems(
-    previous: Checkpoint, heads: Sequence[ChainHead], ledger: Ledger, read: dict[str, list[AuditEvent]] | None = None
-) -> list[str]:
-    """Why ``heads`` do not extend ``previous`` (empty when they do), reading each chain's new events.
+def chain_extension_problem(
+    before: ChainHead,
+    after: ChainHead | None,
+    ledger: Ledger,
+    each: Callable[[AuditEvent], None] = lambda _: None,
+    checkpoint_id: str = "the last checkpoint",
+) -> str | None:
+    """Why ``after`` does not extend ``before``, one chain's heads (None when it does).
 
-    ``read``, when given, gets each chain's events since ``previous`` (the checkpoint job grows the chain's
-    tree with them, rather than read them twice).
+    The chain's events since ``before`` are read once and checked as they stream by; ``each`` is called with
+    every one of them (the checkpoint job grows the chain's tree from them): only what ``each`` keeps stays in
+    memory, never the chain's events.
     """
-    now = {head.chain_id: head for head in heads}
-    problems = []
-    for before in previous.heads:
-        after = now.get(before.chain_id)
-        if after is None:
-            problems.append(f"{before.chain_id} is gone ({previous.checkpoint_id} had it at seq {before.seq})")
-        elif after.seq < before.seq:
-            problems.append(f"{before.chain_id} went back from seq {before.seq} to {after.seq}")
-        elif after.seq == before.seq and after.hash != before.hash:
-            problems.append(f"{before.chain_id}'s event at seq {before.seq} is not the one checkpointed")
-        elif after.seq > before.seq:
-            segment = list(ledger.read_chain(before.chain_id, after_seq=before.seq, until_seq=after.seq))
-            if read is not None:
-                read[before.chain_id] = segment
-            report = verify_chain(before.chain_id, segment, anchor=Position(before.seq, before.hash))
-            if report.bad is not None:
-                problems.append(f"{before.chain_id} does not extend seq {before.seq}: {report.bad.describe()}")
-            elif report.head != after.position:
-                problems.append(f"{before.chain_id}'s events stop at seq {report.head.seq}, not at {after.seq}")
-    return problems
+    if after is None:
+        return f"{before.chain_id} is gone ({checkpoint_id} had it at seq {before.seq})"
+    if after.seq < before.seq:
+        return f"{before.chain_id} went back from seq {before.seq} to {after.seq}"
+    if after.seq == before.seq:
+        return (
+            f"{before.chain_id}'s event at seq {before.seq} is not the one checkpointed"
+            if after.hash != before.hash
+            else None
+        )
+
+    def read() -> Iterator[AuditEvent]:
+        for event in ledger.read_chain(before.chain_id, after_seq=before.seq, until_seq=after.seq):
+            each(event)
+            yield event
+
+    report = verify_chain(before.chain_id, read(), anchor=Position(before.seq, before.hash))
+    if report.bad is not None:
+        return f"{before.chain_id} does not extend seq {before.seq}: {report.bad.describe()}"
+    if report.head != after.position:
+        return f"{before.chain_id}'s events stop at seq {report.head.seq}, not at {after.seq}"
+    return None
