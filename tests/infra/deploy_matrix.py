@@ -139,6 +139,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "flowledger:criticDispatchStrategy": "re_research",
         "flowledger:continuity": True,
         "flowledger:reservedConcurrency": RESERVED_CONCURRENCY,
+        "flowledger:ledgerChains": 1024,  # every function's environment: more chains than the functions' writers
         "flowledger:tokenIssuer": "console-pool",
         "flowledger:resourcePrefix": "acme-ledger",
     },
@@ -182,6 +183,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "flowledger:waf": WAF,
         "flowledger:domain": DOMAIN,
         "flowledger:reservedConcurrency": RESERVED_CONCURRENCY,
+        "flowledger:ledgerChains": 1024,
         "flowledger:witnesses": WITNESSES,
         "flowledger:witnessQuorum": 1,
     },
@@ -262,6 +264,7 @@ DOCUMENTED_FORMS: dict[str, dict[str, Callable[[Any], bool]]] = {
     "flowledger:reservedConcurrency": {"none (default)": _is(None), "by service": _given(dict)},
     "flowledger:waf": {"false (default)": _is(None, False), "true": _is(True), "an object": _given(dict)},
     "flowledger:domain": {"none (default)": _is(None), "the console's and the API's": _given(dict)},
+    "flowledger:ledgerChains": {"16 (default)": _is(None), "a number": lambda v: isinstance(v, int)},
     "flowledger:witnesses": {"none (default)": _is(None), "a list": _given(list)},
     "flowledger:witnessQuorum": {"all (default)": _is(None), "a number": lambda v: isinstance(v, int)},
     "flowledger:lwaLayerVersion": {
