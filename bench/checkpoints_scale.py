@@ -26,7 +26,6 @@ job under 60 s; the verifier's peak memory under 256 MB.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import multiprocessing
 import subprocess
 import sys
@@ -44,15 +43,15 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from witness_bound import checkpoints_at_the_bound
 
 from flowledger.config import load_settings
 from flowledger.ledger import audit, chain_trees, extension, witnessing
 from flowledger.ledger.audit import checkpoints_of, take_checkpoint, verify_ledger
 from flowledger.ledger.checkpoint_notes import checkpoint_text
-from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore, build_checkpoint
+from flowledger.ledger.checkpoints import ChainHead, Checkpoint, CheckpointStore
 from flowledger.ledger.consistency import build_consistency, check_consistency
 from flowledger.ledger.events import AuditEntry, seal
-from flowledger.ledger.merkle import node_hash, split
 from flowledger.ledger.signed_note import ED25519, Note, Signature, VerifierKey
 from flowledger.ledger.store import Ledger, to_item
 from flowledger.ledger.witnessing import (
@@ -295,27 +294,6 @@ def one_at_a_time(services: Services, previous: Checkpoint) -> tuple[float, floa
     return read, time.perf_counter() - began
 
 
-class IdenticalLeaves:
-    """A chain's RFC 6962 tree of any size whose leaves are all the same: a perfect subtree's root depends on its
-    height alone, so its roots and consistency proofs take O(log n) hashes, and verify as a real chain's do."""
-
-    def __init__(self, chain_id: str, size: int) -> None:
-        self.size = size
-        self._perfect = [hashlib.sha256(chain_id.encode()).digest()]  # the root of 2**height leaves, by height
-        while len(self._perfect) <= size.bit_length():
-            self._perfect.append(node_hash(self._perfect[-1], self._perfect[-1]))
-
-    def root_of(self, start: int, end: int) -> bytes:
-        width = end - start
-        if width & (width - 1) == 0:
-            return self._perfect[width.bit_length() - 1]
-        k = split(width)
-        return node_hash(self.root_of(start, start + k), self.root_of(start + k, end))
-
-    def root(self) -> bytes:
-        return self.root_of(0, self.size)
-
-
 class BoundLog:
     """A second log the witness is given: two checkpoints at the bound, signed with a key of its own."""
 
@@ -323,23 +301,7 @@ class BoundLog:
         self._private = Ed25519PrivateKey.generate()
         raw = self._private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         self.key = VerifierKey("flowledger/bench/bound", ED25519, raw)
-        ids = [f"chain-{n:03d}" for n in range(chains)]
-        trees = {chain: IdenticalLeaves(chain, MAX_CHAIN_EVENTS) for chain in ids}
-
-        def heads(size: int) -> list[ChainHead]:
-            return [
-                ChainHead(
-                    chain_id=chain,
-                    seq=size,
-                    hash=hashlib.sha256(f"{chain}.{size}".encode()).hexdigest(),
-                    tree_root=trees[chain].root_of(0, size).hex(),
-                )
-                for chain in ids
-            ]
-
-        self.earlier = build_checkpoint(heads(MAX_CHAIN_EVENTS - 1), None, T0)
-        self.later = build_checkpoint(heads(MAX_CHAIN_EVENTS), self.earlier, T0 + CADENCE)
-        self.proof = build_consistency(self.earlier, self.later, lambda chain, size: trees[chain])  # type: ignore[arg-type,return-value]
+        self.earlier, self.later, self.proof = checkpoints_at_the_bound(chains, T0)
 
     def note(self, checkpoint: Checkpoint) -> str:
         text = checkpoint_text(self.key.name, checkpoint)

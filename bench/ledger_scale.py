@@ -346,24 +346,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=0.5, help="simulated seconds run first and not counted")
     parser.add_argument("--think-ms", type=float, default=0.0, help="pause of each writer between its writes")
     parser.add_argument("--seed", type=int, default=1, help="seeds the model and the ledger's random choices")
-    parser.add_argument(
-        "--single-median-ms",
-        type=float,
-        default=1000 * defaults.single_median,
-        help="GetItem/Query/PutItem/DeleteItem median (assumed)",
-    )
-    parser.add_argument(
-        "--single-p99-ms", type=float, default=1000 * defaults.single_p99, help="single-item p99 (assumed)"
-    )
-    parser.add_argument(
-        "--transact-median-ms",
-        type=float,
-        default=1000 * defaults.transact_median,
-        help="TransactWriteItems median (assumed)",
-    )
-    parser.add_argument(
-        "--transact-p99-ms", type=float, default=1000 * defaults.transact_p99, help="TransactWriteItems p99 (assumed)"
-    )
+    latencies = {
+        "single_median": "GetItem/Query/PutItem/DeleteItem median",
+        "single_p99": "single-item p99",
+        "transact_median": "TransactWriteItems median",
+        "transact_p99": "TransactWriteItems p99",
+    }
+    for name, what in latencies.items():  # --single-median-ms ...: the model's assumed latencies, in ms
+        flag = f"--{name.replace('_', '-')}-ms"
+        parser.add_argument(flag, type=float, default=1000 * getattr(defaults, name), help=f"{what} (assumed)")
     parser.add_argument("--partition-wcu", type=float, default=Capacity().partition_wcu, help="WCU/s per partition key")
     parser.add_argument(
         "--sdk-attempts",

@@ -6,10 +6,7 @@ Rivals on one chain: one commits, the other is cancelled and its prepare billed;
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -19,18 +16,12 @@ from botocore.exceptions import ClientError
 from flowledger.errors import LedgerContention
 from flowledger.ledger.events import AuditEntry
 from flowledger.ledger.store import Ledger
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
 def model() -> ModuleType:
-    """``bench/dynamodb_model.py``: the benchmarks are scripts, importable with their directory on the path."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("dynamodb_model")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("dynamodb_model")
 
 
 def audited_write(n: int) -> tuple[AuditEntry, list[dict[str, Any]]]:

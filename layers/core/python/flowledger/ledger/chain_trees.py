@@ -4,7 +4,7 @@ its new head and record its root, a chain at a time."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,9 +59,8 @@ def extend_trees(
         before, head = before_of.get(chain_id), now.get(chain_id)
         leaves: list[bytes] = []
         if before is not None and previous is not None:
-            problem = chain_extension_problem(
-                before, head, ledger, _keeping_leaves(leaves), checkpoint_id=previous.checkpoint_id
-            )
+            keep = lambda event: leaves.append(_leaf(event))  # noqa: E731 - only the leaf hashes stay
+            problem = chain_extension_problem(before, head, ledger, keep, previous.checkpoint_id)
             if problem is not None:
                 refused.set()
                 return problem, None, None
@@ -78,9 +77,9 @@ def extend_trees(
     return Extended([head for _, head, _ in done if head is not None], [], paths)
 
 
-def _keeping_leaves(leaves: list[bytes]) -> Callable[[AuditEvent], None]:
-    """What keeps each event's leaf hash in ``leaves`` as the extension check reads it."""
-    return lambda event: leaves.append(leaf_hash(bytes.fromhex(event.hash)))
+def _leaf(event: AuditEvent) -> bytes:
+    """An event's leaf in its chain's tree."""
+    return leaf_hash(bytes.fromhex(event.hash))
 
 
 def _rooted(
@@ -94,14 +93,10 @@ def _rooted(
     if before is not None and before.tree_root is not None:
         size, hashes = before.seq, leaves  # the extension check read every event since, and kept their leaves
     else:
-        size, hashes = 0, _leaves(ledger.read_chain(head.chain_id, until_seq=head.seq))
+        size, hashes = 0, (_leaf(event) for event in ledger.read_chain(head.chain_id, until_seq=head.seq))
     tree = tree_of(head.chain_id, size)
     tree.append(hashes)
     if tree.size != head.seq:
         raise ValueError(f"{head.chain_id}: {tree.size} events read, its head is at seq {head.seq}")
     path = consistency_proof_of(size, head.seq, tree.root_of) if size else None
     return head.model_copy(update={"tree_root": tree.root().hex()}), path
-
-
-def _leaves(events: Iterable[AuditEvent]) -> Iterable[bytes]:
-    return (leaf_hash(bytes.fromhex(event.hash)) for event in events)

@@ -19,8 +19,8 @@ def chain_extension_problem(
     before: ChainHead,
     after: ChainHead | None,
     ledger: Ledger,
-    each: Callable[[AuditEvent], None] = lambda _: None,
-    checkpoint_id: str = "the last checkpoint",
+    each: Callable[[AuditEvent], None],
+    checkpoint_id: str,
 ) -> str | None:
     """Why ``after`` does not extend ``before``, one chain's heads (None when it does).
 

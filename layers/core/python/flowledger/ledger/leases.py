@@ -55,14 +55,9 @@ class ChainLeases:
         """The time leases are reckoned in (epoch seconds): wall time, not the ledger's clock for events."""
         return self._clock()
 
-    def claim(
-        self, holder: str, chain_ids: Sequence[str], now: float, avoid: str | None = None
-    ) -> tuple[str, float] | None:
-        """A chain leased to ``holder`` and until when, trying up to ``tries`` chains at random; None when all held.
-
-        ``avoid`` (the chain the writer just lost) is tried last, when it is the only chain.
-        """
-        candidates = [chain_id for chain_id in chain_ids if chain_id != avoid] or list(chain_ids)
+    def claim(self, holder: str, candidates: Sequence[str], now: float) -> tuple[str, float] | None:
+        """One of ``candidates`` leased to ``holder`` and until when, trying up to ``tries`` of them at random;
+        None when all those were held."""
         for chain_id in random.sample(candidates, min(self._tries, len(candidates))):
             until = self.renew(holder, chain_id, now)
             if until is not None:

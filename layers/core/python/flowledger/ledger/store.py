@@ -141,6 +141,7 @@ class Ledger:
         self._db = dynamodb
         self._table = table_name
         self.shards = shards
+        self._chains = tuple(f"chain-{n:03d}" for n in range(shards))
         self._clock = clock
         self._max_attempts = max_attempts
         self._sleep = sleep
@@ -153,7 +154,7 @@ class Ledger:
 
     def chain_ids(self) -> list[str]:
         """The ledger's chains, ``chain-000`` to ``chain-{shards - 1}``: no other chain id is an audit chain."""
-        return [f"chain-{n:03d}" for n in range(self.shards)]
+        return list(self._chains)
 
     def append(self, entry: AuditEntry, domain_items: Sequence[Mapping[str, Any]] = ()) -> AuditEvent:
         """Write ``domain_items`` (``TransactWriteItems`` entries) and the event for ``entry`` atomically.
@@ -224,7 +225,7 @@ class Ledger:
         chain_id: str | None = getattr(writer, "chain", None)
         if self._leases is None:
             if chain_id is None:
-                chain_id = writer.chain = random.choice(self.chain_ids())  # noqa: S311 - load spreading
+                chain_id = writer.chain = random.choice(self._chains)  # noqa: S311 - load spreading
             return chain_id
         now = self._leases.now()
         until: float | None = getattr(writer, "until", None)
@@ -252,9 +253,9 @@ class Ledger:
         """Lease a free chain for this writer; share a random one, and try again a lease later, when none is free."""
         assert self._leases is not None
         writer = self._writer
-        claimed = self._leases.claim(self._holder(), self.chain_ids(), now, avoid)
+        others = self._other_chains(avoid)
+        claimed = self._leases.claim(self._holder(), others, now)
         if claimed is None:
-            others = [chain_id for chain_id in self.chain_ids() if chain_id != avoid] or self.chain_ids()
             writer.chain, writer.until = random.choice(others), None  # noqa: S311 - load spreading
             writer.claim_after = now + self._leases.seconds
         else:
@@ -272,11 +273,14 @@ class Ledger:
             if getattr(self._writer, "until", None) is not None:
                 self._leases.release(self._holder(), lost)
             return self._claim(self._leases.now(), avoid=lost)
-        others = [chain_id for chain_id in self.chain_ids() if chain_id != lost] or [lost]
-        chain_id: str = random.choice(others)  # noqa: S311 - load spreading
+        chain_id: str = random.choice(self._other_chains(lost))  # noqa: S311 - load spreading
         self._writer.chain = chain_id
         self._forget(chain_id)  # a head cached when this writer was last there is likely stale by now
         return chain_id
+
+    def _other_chains(self, avoid: str | None) -> list[str]:
+        """Every chain but ``avoid`` (the one a writer just lost), or all of them when it is the only one."""
+        return [chain_id for chain_id in self._chains if chain_id != avoid] or list(self._chains)
 
     def _contended(self, exc: ClientError, domain_count: int) -> bool:
         """True when another writer took the position; raises if the caller's own condition failed."""

@@ -39,7 +39,7 @@ CHECKPOINT_ID_HEADER = "Flowledger-Checkpoint-Id"  # a 409's header: the checkpo
 # partition's 1,000 write units at 2 an event: 2^40 is 70 years of that) and so with a consistency path of up to
 # 41 hashes (log2 of its size, plus one). A chain then costs a body 3.4 KB: its head three times (the checkpoint,
 # and the proof's "from" and "to": some 200 bytes each) and its path (67 bytes a hash, as JSON hex); the whole
-# body is 3,506,692 bytes (tests/unit/test_witness_scale.py builds it, and a witness cosigns it). 4 MiB is 20 %
+# body is 3,506,692 bytes (bench/witness_bound.py builds it; make bench has a witness cosign it). 4 MiB is 20 %
 # over that, and under the 6 MB request a Lambda function URL passes (the witness's Lambda) even base64-encoded
 # (5.6 MB). Beyond WITNESSED_CHAINS chains a checkpoint's body can pass it as the chains grow: see "Witnesses" in
 # docs/audit-ledger.md. 1,024 chains serve 1,000 writers at once, each on a chain leased to it (ledger/leases.py).
